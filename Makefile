@@ -1,0 +1,38 @@
+# Two commands do all the set-up (see README.md):
+#   make lab    create/reuse .venv, install the pinned environment and course_lib, open JupyterLab
+#   make test   the same environment, then the whole test suite (pytest + nbval on every notebook)
+# Both reuse the environment: it is reinstalled only when requirements.txt or pyproject.toml change.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV ?= .venv
+PIP_ARGS ?=
+PORT ?= 8888
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.course-installed
+
+.PHONY: lab test env solutions release grade-example clean-env
+
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is needed, found " + sys.version.split()[0]'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install $(PIP_ARGS) -r requirements.txt
+	$(BIN)/python -m pip install --no-deps -e .
+	@touch $(STAMP)
+
+env: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+solutions: $(STAMP)
+	$(BIN)/course-notebooks solutions --out solutions
+
+release: $(STAMP)
+	$(BIN)/course-notebooks release --out release
+
+clean-env:
+	rm -rf $(VENV)

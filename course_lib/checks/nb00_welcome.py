@@ -1,0 +1,98 @@
+"""Exercises of notebook 00 (welcome): the numerically stable softmax."""
+
+from __future__ import annotations
+
+import torch
+
+from course_lib.basics import stable_softmax
+from course_lib.exercises import Case, Exercise, Mistake, register
+
+NOTEBOOK = "00_welcome"
+
+
+def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    scale = 1.0 + float(torch.rand((), generator=gen)) if hidden else 1.0
+    return [
+        Case("three small logits", args=(torch.tensor([1.0, 2.0, 3.0]) * scale,)),
+        Case("large logits (exp would overflow)", args=(torch.tensor([1000.0, 1001.0, 999.0]) * scale,)),
+        Case("a wide spread of logits (-100 to 100)", args=(torch.tensor([-100.0, 0.0, 100.0]) * scale,)),
+        Case("a (2, 5) batch, softmax over the last axis", args=(torch.randn(2, 5, generator=gen) * 3,)),
+        Case("a (3, 4) batch, dim=0", args=(torch.randn(3, 4, generator=gen) * 50,), kwargs={"dim": 0}),
+    ] + ([Case("a (2, 3, 6) batch, dim=1", args=(torch.randn(2, 3, 6, generator=gen) * 30,),
+               kwargs={"dim": 1})] if hidden else [])
+
+
+# Plausible mistakes: each is rejected by the check and named in its hint.
+def _naive(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)
+
+
+def _wrong_axis(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    other = 0 if dim in (-1, x.dim() - 1) and x.dim() > 1 else -1
+    return stable_softmax(x, dim=other)
+
+
+def _not_normalised(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return torch.exp(x - x.amax(dim=dim, keepdim=True))
+
+
+def _normalised_over_everything(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    e = torch.exp(x - x.max())
+    return e / e.sum()
+
+
+def _shift_by_min(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    e = torch.exp(x - x.amin(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _max_without_keepdim(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    e = torch.exp(x - x.amax(dim=dim))  # broadcasts along the wrong axis unless dim is the last one
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return x - torch.logsumexp(x, dim=dim, keepdim=True)
+
+
+# Correct alternatives written differently: each is accepted.
+def _via_logsumexp(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+
+
+def _with_a_loop(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    moved = x.movedim(dim, -1)
+    flat = moved.reshape(-1, moved.shape[-1])
+    rows = []
+    for row in flat:
+        e = torch.exp(row - row.max())
+        rows.append(e / e.sum())
+    return torch.stack(rows).reshape(moved.shape).movedim(-1, dim)
+
+
+STABLE_SOFTMAX = register(Exercise(
+    name="stable_softmax",
+    notebook=NOTEBOOK,
+    points=1,
+    reference=stable_softmax,
+    summary="softmax along a dimension that does not overflow for large inputs",
+    public_cases=lambda gen: _cases(gen, hidden=False),
+    hidden_cases=lambda gen: _cases(gen, hidden=True),
+    mistakes=[
+        Mistake("no max shift", _naive,
+                "exp(1000) overflows to inf and inf/inf is NaN: subtract the maximum along `dim` first."),
+        Mistake("softmax over the wrong axis", _wrong_axis,
+                "normalise along `dim` (the argument), not along a fixed axis."),
+        Mistake("not normalised", _not_normalised,
+                "after exp(), divide by the sum along `dim` so that each slice sums to 1."),
+        Mistake("normalised over the whole tensor", _normalised_over_everything,
+                "use keepdim=True sums along `dim`, not one sum over the whole tensor."),
+        Mistake("shift by the minimum", _shift_by_min,
+                "shift by the maximum, not the minimum: x - min can still be large and overflow."),
+        Mistake("max without keepdim", _max_without_keepdim,
+                "x.amax(dim=dim) drops that axis; use keepdim=True so it broadcasts against x."),
+        Mistake("log-softmax", _log_softmax,
+                "this is log-softmax; take exp() of it (or exponentiate before normalising)."),
+    ],
+    also_correct=[_via_logsumexp, _with_a_loop, lambda x, dim=-1: torch.softmax(x, dim=dim)],
+))

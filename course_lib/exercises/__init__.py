@@ -1,0 +1,33 @@
+"""The exercise mechanism: declare an exercise once; check it in a notebook, test it, grade it.
+
+See :mod:`course_lib.exercises.core` (declarations), :mod:`course_lib.exercises.feedback` (the
+in-notebook check) and :mod:`course_lib.exercises.notebooks` (cell metadata, solved and student versions).
+"""
+
+from .core import (
+    Case,
+    Exercise,
+    ExerciseDefinitionError,
+    Mistake,
+    get_exercise,
+    register,
+    registered_exercises,
+    run_case,
+)
+from .feedback import CheckResult, check, compare_outputs, run_check, to_plain
+
+__all__ = [
+    "Case",
+    "Exercise",
+    "ExerciseDefinitionError",
+    "Mistake",
+    "get_exercise",
+    "register",
+    "registered_exercises",
+    "run_case",
+    "CheckResult",
+    "check",
+    "compare_outputs",
+    "run_check",
+    "to_plain",
+]

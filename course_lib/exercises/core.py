@@ -1,0 +1,273 @@
+"""Declaring an exercise: one declaration serves the in-notebook check, the tests and the grading command.
+
+An :class:`Exercise` names the reference implementation (which lives in ``course_lib``), the public cases
+a learner's check runs, the hidden cases only the grading command runs, and the known mistakes: wrong
+implementations that double as diagnosis (a learner whose output equals a mistake's output is shown that
+mistake's hint) and as test fixtures (the tests assert that the check rejects every one of them).
+
+Example (the warm-up exercise of notebook 00)::
+
+    from course_lib.exercises import Case, Exercise, Mistake, register
+
+    def cases(gen):
+        return [Case("three logits", args=(torch.tensor([1.0, 2.0, 3.0]),))]
+
+    register(Exercise(
+        name="stable_softmax", notebook="00_welcome", points=1,
+        reference=course_lib.basics.stable_softmax,
+        public_cases=cases, hidden_cases=cases,
+        mistakes=[Mistake("no shift", naive_softmax, "Subtract the maximum before exp().")],
+    ))
+
+Everything a case holds is plain data (tensors, numbers, strings, booleans, None, and lists, tuples and
+dicts of them), so that the grading command can ship hidden cases into a student's kernel as arrays and
+never as pickles.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = [
+    "Case",
+    "Mistake",
+    "Exercise",
+    "ExerciseDefinitionError",
+    "register",
+    "get_exercise",
+    "registered_exercises",
+    "run_case",
+    "validate_plain",
+]
+
+
+class ExerciseDefinitionError(ValueError):
+    """An exercise declaration is inconsistent (raised when it is declared, never at grading time)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input on which a learner's implementation is compared with the reference.
+
+    Attributes:
+        label: a short description shown to the learner ("causal mask, seq_q != seq_k").
+        args: positional arguments of the call (or of ``forward`` for a module exercise).
+        kwargs: keyword arguments of the call.
+        init: for a class exercise, the constructor's keyword arguments (``None`` for a function).
+        state: for an ``nn.Module`` exercise, the weights loaded into the learner's module and the
+            reference's alike (a ``state_dict``), so that equal code gives equal numbers.
+    """
+
+    label: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    init: Mapping[str, Any] | None = None
+    state: Mapping[str, torch.Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A plausible wrong implementation and the hint a learner whose output matches it should read."""
+
+    name: str
+    impl: Callable[..., Any]
+    hint: str
+
+
+CaseSource = Callable[[torch.Generator], Sequence[Case]] | Sequence[Case]
+
+
+@dataclass(eq=False)
+class Exercise:
+    """The declaration of one exercise.
+
+    Attributes:
+        name: unique identifier, also the ``course.exercise`` metadata of the notebook cells.
+        notebook: the notebook it belongs to (``"01_attention"``) or the assignment's name.
+        points: what the grading command awards when every hidden case passes.
+        reference: the course's implementation, a function or a class (``nn.Module``).
+        public_cases: cases for the in-notebook check, or a function ``gen -> cases`` called with a
+            generator seeded with 0.
+        hidden_cases: cases for the grading command only, or a function ``gen -> cases`` that the grader
+            calls with a generator seeded secretly per submission.
+        mistakes: known wrong implementations with hints; the tests assert each one is rejected.
+        also_correct: correct implementations written differently; the tests assert each is accepted.
+        atol, rtol: tolerance of the comparison (``torch.allclose`` semantics).
+        summary: one sentence saying what the learner implements (shown in reports).
+        grad: run cases with autograd enabled (off by default: outputs are compared, not gradients).
+    """
+
+    name: str
+    notebook: str
+    points: float
+    reference: Callable[..., Any]
+    public_cases: CaseSource
+    hidden_cases: CaseSource
+    mistakes: Sequence[Mistake] = ()
+    also_correct: Sequence[Callable[..., Any]] = ()
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    summary: str = ""
+    grad: bool = False
+    declared_in: str = field(default="", repr=False)
+
+    @property
+    def is_class(self) -> bool:
+        """True when learners implement a class (constructed with ``Case.init``), not a function."""
+        return inspect.isclass(self.reference)
+
+    def cases(self, which: str = "public", seed: int = 0) -> list[Case]:
+        """The public or hidden cases, generated with a ``torch.Generator`` seeded with ``seed``."""
+        if which not in ("public", "hidden"):
+            raise ValueError(f"cases: which must be 'public' or 'hidden', got {which!r}")
+        source = self.public_cases if which == "public" else self.hidden_cases
+        if callable(source):
+            gen = torch.Generator().manual_seed(seed)
+            produced = source(gen)
+        else:
+            produced = source
+        cases = list(produced)
+        for case in cases:
+            if not isinstance(case, Case):
+                raise ExerciseDefinitionError(
+                    f"exercise {self.name!r}: {which} cases must be Case objects, got {type(case).__name__}"
+                )
+        return cases
+
+
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def validate_plain(value: Any, where: str) -> None:
+    """Raise :class:`ExerciseDefinitionError` unless ``value`` is plain data (see the module docstring)."""
+    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ExerciseDefinitionError(f"{where}: non-finite number {value!r}")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            validate_plain(item, f"{where}[{i}]")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ExerciseDefinitionError(f"{where}: dict keys must be strings, got {key!r}")
+            validate_plain(item, f"{where}[{key!r}]")
+        return
+    raise ExerciseDefinitionError(
+        f"{where}: cases may hold tensors, numbers, strings, booleans, None, lists, tuples and dicts; "
+        f"got {type(value).__name__}"
+    )
+
+
+def _clone(value: Any) -> Any:
+    """A deep copy of plain data, so that an implementation that writes into its input harms no one."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, tuple):
+        return tuple(_clone(v) for v in value)
+    if isinstance(value, list):
+        return [_clone(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _clone(v) for k, v in value.items()}
+    return value
+
+
+def run_case(impl: Callable[..., Any], case: Case, grad: bool = False) -> Any:
+    """Call ``impl`` on ``case``: construct it first (and load ``case.state``) when it is a class.
+
+    Inputs are copied for every call. Modules are put in eval mode (dropout off) before the call.
+    """
+    args, kwargs = _clone(tuple(case.args)), _clone(dict(case.kwargs))
+    with torch.set_grad_enabled(grad):
+        if inspect.isclass(impl):
+            obj = impl(**_clone(dict(case.init or {})))
+            if case.state is not None:
+                if not isinstance(obj, torch.nn.Module):
+                    raise TypeError(f"{impl.__name__} must be a torch.nn.Module to load weights")
+                obj.load_state_dict(_clone(dict(case.state)))
+            if isinstance(obj, torch.nn.Module):
+                obj.eval()
+            return obj(*args, **kwargs)
+        if case.init is not None or case.state is not None:
+            raise TypeError(f"case {case.label!r} constructs a class, but got a function {impl!r}")
+        return impl(*args, **kwargs)
+
+
+def register(exercise: Exercise) -> Exercise:
+    """Check an exercise's declaration and add it to the registry; returns it.
+
+    Raises :class:`ExerciseDefinitionError` at once for a missing or non-callable reference, a name
+    already used by another module, non-positive points, cases that are not plain data, or a case the
+    reference itself rejects.
+    """
+    name = exercise.name
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ExerciseDefinitionError(f"exercise name must be a Python identifier, got {name!r}")
+    if exercise.reference is None or not callable(exercise.reference):
+        raise ExerciseDefinitionError(
+            f"exercise {name!r}: reference must be a function or class, got {exercise.reference!r}"
+        )
+    if not (isinstance(exercise.points, (int, float)) and exercise.points > 0):
+        raise ExerciseDefinitionError(f"exercise {name!r}: points must be > 0, got {exercise.points!r}")
+    if not exercise.declared_in:
+        caller = inspect.stack()[1].frame.f_globals.get("__name__", "")
+        exercise.declared_in = caller
+    previous = _REGISTRY.get(name)
+    if previous is not None and previous.declared_in != exercise.declared_in:
+        raise ExerciseDefinitionError(
+            f"exercise name {name!r} is used twice: in {previous.declared_in} and in {exercise.declared_in}"
+        )
+    for which in ("public", "hidden"):
+        cases = exercise.cases(which, seed=0)
+        if not cases:
+            raise ExerciseDefinitionError(f"exercise {name!r}: no {which} cases")
+        for case in cases:
+            where = f"exercise {name!r}, {which} case {case.label!r}"
+            validate_plain(tuple(case.args), f"{where} args")
+            validate_plain(dict(case.kwargs), f"{where} kwargs")
+            validate_plain(None if case.init is None else dict(case.init), f"{where} init")
+            validate_plain(None if case.state is None else dict(case.state), f"{where} state")
+            try:
+                run_case(exercise.reference, case, grad=exercise.grad)
+            except Exception as err:  # noqa: BLE001 - reported as a declaration error
+                raise ExerciseDefinitionError(
+                    f"{where}: the reference rejects it ({type(err).__name__}: {err})"
+                ) from err
+    _REGISTRY[name] = exercise
+    return exercise
+
+
+def _import_course_checks() -> None:
+    """Import every module of ``course_lib.checks`` so that the course's exercises are registered."""
+    import importlib
+    import pkgutil
+
+    import course_lib.checks as checks_pkg
+
+    for info in pkgutil.iter_modules(checks_pkg.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{checks_pkg.__name__}.{info.name}")
+
+
+def get_exercise(name: str) -> Exercise:
+    """The registered exercise called ``name`` (the course's own checks are imported on first use)."""
+    if name not in _REGISTRY:
+        _import_course_checks()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise KeyError(f"no exercise called {name!r}; known exercises: {known}") from None
+
+
+def registered_exercises(notebook: str | None = None) -> list[Exercise]:
+    """All registered exercises (the course's own included), optionally only those of one notebook."""
+    _import_course_checks()
+    return [ex for ex in _REGISTRY.values() if notebook is None or ex.notebook == notebook]

@@ -1,0 +1,212 @@
+"""The in-notebook check: run a learner's implementation on the public cases and explain the verdict.
+
+The check is advisory feedback for the learner (it runs in the learner's own kernel, where anything can be
+changed); the grading command decides points in a process of its own. A check never raises on a learner's
+mistake: it prints a verdict and returns what the notebook should go on with (the learner's
+implementation when it passed, the course's reference otherwise).
+"""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .core import Case, Exercise, get_exercise, run_case
+
+__all__ = ["CheckResult", "check", "run_check", "compare_outputs", "to_plain", "PASSED", "FAILED",
+           "NOT_IMPLEMENTED", "ERROR", "INVALID"]
+
+PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
+_SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", ERROR: "💥", INVALID: "⚠️"}
+
+
+def to_plain(value: Any) -> Any:
+    """Turn an output into plain data: tensors become NumPy arrays, tuples become lists.
+
+    Anything else (an object whose ``__eq__`` always says True, say) is kept as it is and will not compare
+    equal to an array.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu").numpy().copy() if value.dtype != torch.bfloat16 else (
+            value.detach().float().cpu().numpy().copy())
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    return value
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {tuple(value.shape)} and dtype {value.dtype}"
+    if isinstance(value, list):
+        return f"a sequence of {len(value)} items"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+def compare_outputs(expected: Any, got: Any, atol: float, rtol: float, where: str = "output") -> list[str]:
+    """Compare plain outputs (see :func:`to_plain`); return the problems found, none when they agree.
+
+    Shapes must match exactly (no broadcasting), booleans must be booleans, NaN anywhere fails.
+    """
+    if isinstance(expected, list):
+        if not isinstance(got, list) or len(got) != len(expected):
+            return [f"{where}: expected a tuple of {len(expected)} items, got {_describe(got)}"]
+        problems: list[str] = []
+        for i, (e, g) in enumerate(zip(expected, got, strict=True)):
+            problems += compare_outputs(e, g, atol, rtol, f"{where}[{i}]")
+        return problems
+    if expected is None:
+        return [] if got is None else [f"{where}: expected None, got {_describe(got)}"]
+    if not isinstance(expected, np.ndarray):
+        expected = np.asarray(expected)
+        if isinstance(got, (bool, int, float)):
+            got = np.asarray(got)
+    if type(got) is not np.ndarray:
+        return [f"{where}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(got)}"]
+    if got.shape != expected.shape:
+        return [f"{where}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"]
+    if expected.dtype == np.bool_ and got.dtype != np.bool_:
+        return [f"{where}: expected a boolean tensor (True/False), got dtype {got.dtype}"]
+    if got.dtype.kind not in "biuf":
+        return [f"{where}: expected numbers, got dtype {got.dtype}"]
+    e64, g64 = expected.astype(np.float64), got.astype(np.float64)
+    if np.isnan(g64).any() and not np.isnan(e64).any():
+        idx = tuple(int(i) for i in np.argwhere(np.isnan(g64))[0])
+        return [f"{where}: contains NaN (first at index {list(idx)})"]
+    if expected.dtype == np.bool_:
+        wrong = np.argwhere(e64 != g64)
+        if len(wrong):
+            idx = tuple(int(i) for i in wrong[0])
+            return [f"{where}: {len(wrong)} of {e64.size} entries differ; first at index {list(idx)}: "
+                    f"expected {bool(e64[idx])}, got {bool(g64[idx])}"]
+        return []
+    if np.allclose(g64, e64, atol=atol, rtol=rtol, equal_nan=True):
+        return []
+    err = np.abs(g64 - e64)
+    err = np.where(np.isnan(err), np.inf, err)
+    idx = np.unravel_index(int(np.argmax(err)), err.shape) if err.ndim else ()
+    idx = tuple(int(i) for i in idx)
+    return [f"{where}: values differ (largest error {float(err[idx]):.4g} at index {list(idx)}: "
+            f"expected {float(e64[idx]):.6g}, got {float(g64[idx]):.6g})"]
+
+
+@dataclass
+class CheckResult:
+    """The verdict of one check: status, the case that decided it, and what to tell the learner."""
+
+    exercise: str
+    status: str
+    message: str = ""
+    case: str = ""
+    hint: str = ""
+    cases_passed: int = 0
+    cases_total: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def __str__(self) -> str:
+        head = f"{_SYMBOL.get(self.status, '')} {self.exercise}: {self.status}"
+        if self.status == PASSED:
+            return f"{head} ({self.cases_passed}/{self.cases_total} cases)"
+        lines = [head + (f" on case {self.case!r} ({self.cases_passed}/{self.cases_total} passed before it)"
+                         if self.case else "")]
+        if self.message:
+            lines += [f"   {line}" for line in self.message.splitlines()]
+        if self.hint:
+            lines.append(f"   hint: {self.hint}")
+        return "\n".join(lines)
+
+
+def _user_frame(err: BaseException) -> str:
+    """The innermost traceback line that is the learner's code (not torch's, not course_lib's)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    for fr in reversed(frames):
+        name = fr.filename.replace("\\", "/")
+        if "/torch/" in name or "/course_lib/exercises/" in name:
+            continue
+        return f"line {fr.lineno}: {fr.line}".strip()
+    return ""
+
+
+def _shape_hint(problem: str) -> str:
+    if "contains NaN" in problem:
+        return ("NaN usually comes from exp() of a large number, from 0/0, or from a softmax over a row that "
+                "is entirely -inf.")
+    if "expected shape" in problem:
+        return "compare the shapes step by step (print x.shape after each line)."
+    if "boolean" in problem:
+        return "return a torch.bool tensor: comparisons such as a <= b give one."
+    return ""
+
+
+def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
+    """Run exercise ``name``'s public cases on ``impl`` and return the verdict without printing it."""
+    exercise: Exercise = get_exercise(name)
+    cases = exercise.cases("public", seed=seed)
+    total = len(cases)
+    kind = "class" if exercise.is_class else "function"
+    if impl is None or not callable(impl):
+        return CheckResult(name, INVALID, f"check({name!r}, ...) expected your {kind}, got {_describe(impl)}.",
+                           cases_total=total)
+    if exercise.is_class and not inspect.isclass(impl):
+        return CheckResult(name, INVALID, f"check({name!r}, ...) expected a class (pass the class itself, "
+                           f"not an instance), got {_describe(impl)}.", cases_total=total)
+    for i, case in enumerate(cases):
+        try:
+            got = to_plain(run_case(impl, case, grad=exercise.grad))
+        except NotImplementedError:
+            return CheckResult(name, NOT_IMPLEMENTED,
+                               "replace `raise NotImplementedError()` with your code, then run this cell again.",
+                               cases_total=total)
+        except Exception as err:  # noqa: BLE001 - a learner's error becomes a verdict, not a traceback
+            where = _user_frame(err)
+            message = f"your code raised {type(err).__name__}: {err}" + (f"\n({where})" if where else "")
+            return CheckResult(name, ERROR, message, case.label, cases_passed=i, cases_total=total)
+        expected = to_plain(run_case(exercise.reference, case, grad=exercise.grad))
+        problems = compare_outputs(expected, got, exercise.atol, exercise.rtol)
+        if problems:
+            hint = _diagnose(exercise, case, got) or _shape_hint(problems[0])
+            return CheckResult(name, FAILED, "\n".join(problems), case.label, hint, i, total)
+    return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
+
+
+def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
+    """The hint of the first known mistake whose output equals the learner's on this case."""
+    for mistake in exercise.mistakes:
+        try:
+            wrong = to_plain(run_case(mistake.impl, case, grad=exercise.grad))
+        except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
+            continue
+        if not compare_outputs(wrong, got, exercise.atol, exercise.rtol):
+            return mistake.hint
+    return ""
+
+
+def check(name: str, impl: Any) -> Callable[..., Any]:
+    """Check a learner's implementation of exercise ``name``; print the verdict.
+
+    Returns the implementation the rest of the notebook should use: the learner's when it passed, the
+    course's reference otherwise (so one stuck exercise does not block the lessons after it).
+
+    Example:
+        >>> from course_lib.basics import stable_softmax
+        >>> fn = check("stable_softmax", stable_softmax)
+        ✅ stable_softmax: passed (4/4 cases)
+    """
+    result = run_check(name, impl)
+    print(result)
+    if result.passed:
+        return impl
+    print("   → the cells below use the course's reference implementation for now.")
+    return get_exercise(name).reference

@@ -1,0 +1,15 @@
+"""Shared fixtures: the repository's paths, and the course's notebooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT

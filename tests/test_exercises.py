@@ -1,0 +1,174 @@
+"""Every exercise's check: accepts the reference and correct alternatives, rejects every known mistake.
+
+Also the mechanism itself: verdicts for stubs and bad input, and declaration errors.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_lib.exercises import (
+    Case,
+    Exercise,
+    ExerciseDefinitionError,
+    Mistake,
+    compare_outputs,
+    register,
+    registered_exercises,
+    run_case,
+    run_check,
+    to_plain,
+)
+
+EXERCISES = registered_exercises()
+IDS = [ex.name for ex in EXERCISES]
+
+
+def _agrees(ex: Exercise, impl, which: str, seed: int) -> bool:
+    """True when ``impl`` matches the reference on every case of ``which`` (public or hidden)."""
+    for case in ex.cases(which, seed=seed):
+        expected = to_plain(run_case(ex.reference, case, grad=ex.grad))
+        try:
+            got = to_plain(run_case(impl, case, grad=ex.grad))
+        except Exception:  # noqa: BLE001
+            return False
+        if compare_outputs(expected, got, ex.atol, ex.rtol):
+            return False
+    return True
+
+
+def test_every_notebook_exercise_is_registered() -> None:
+    assert "stable_softmax" in IDS
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
+def test_reference_passes_its_check(ex: Exercise) -> None:
+    assert run_check(ex.name, ex.reference).passed
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
+@pytest.mark.parametrize("seed", [0, 1, 12345])
+def test_reference_passes_hidden_cases(ex: Exercise, seed: int) -> None:
+    assert _agrees(ex, ex.reference, "hidden", seed)
+
+
+@pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
+def test_every_exercise_has_enough_known_mistakes_and_alternatives(ex: Exercise) -> None:
+    assert len(ex.mistakes) >= 5, f"{ex.name}: at least five plausible wrong solutions"
+    assert len(ex.also_correct) >= 2, f"{ex.name}: at least two correct alternatives"
+
+
+MISTAKES = [(ex, m) for ex in EXERCISES for m in ex.mistakes]
+
+
+@pytest.mark.parametrize("ex,mistake", MISTAKES, ids=[f"{ex.name}-{m.name}" for ex, m in MISTAKES])
+def test_check_rejects_known_mistake(ex: Exercise, mistake: Mistake) -> None:
+    result = run_check(ex.name, mistake.impl)
+    assert result.status in ("failed", "error"), f"{mistake.name} was {result.status}"
+    for seed in (0, 7):
+        assert not _agrees(ex, mistake.impl, "hidden", seed), f"hidden cases accept {mistake.name}"
+
+
+ALTERNATIVES = [(ex, i, alt) for ex in EXERCISES for i, alt in enumerate(ex.also_correct)]
+
+
+@pytest.mark.parametrize("ex,i,alt", ALTERNATIVES, ids=[f"{ex.name}-alt{i}" for ex, i, _ in ALTERNATIVES])
+def test_check_accepts_correct_alternative(ex: Exercise, i: int, alt) -> None:
+    assert run_check(ex.name, alt).passed
+    assert _agrees(ex, alt, "hidden", 3)
+
+
+def test_known_mistakes_get_their_hint() -> None:
+    from course_lib.checks.nb00_welcome import STABLE_SOFTMAX
+
+    for mistake in STABLE_SOFTMAX.mistakes:
+        result = run_check("stable_softmax", mistake.impl)
+        if result.status == "failed":
+            assert result.hint == mistake.hint, mistake.name
+
+
+# --- verdicts for stubs and bad input ---------------------------------------------------------------
+
+def _stub(x, dim=-1):
+    raise NotImplementedError()
+
+
+def test_untouched_stub_is_not_implemented_yet() -> None:
+    assert run_check("stable_softmax", _stub).status == "not implemented yet"
+
+
+@pytest.mark.parametrize("bad", [None, 3, "softmax", torch.zeros(3)])
+def test_non_callable_gets_a_sentence(bad) -> None:
+    result = run_check("stable_softmax", bad)
+    assert result.status == "invalid"
+    assert "expected your function" in result.message and type(bad).__name__ in result.message
+
+
+def test_wrong_return_type_is_named() -> None:
+    result = run_check("stable_softmax", lambda x, dim=-1: x.tolist())
+    assert result.status == "failed" and "expected a tensor of shape" in result.message
+
+
+def test_wrong_shape_is_named() -> None:
+    result = run_check("stable_softmax", lambda x, dim=-1: torch.softmax(x, dim=dim).unsqueeze(0))
+    assert result.status == "failed" and "expected shape (3,), got (1, 3)" in result.message
+
+
+def test_equality_spoofing_object_fails() -> None:
+    class AlwaysEqual:
+        def __eq__(self, other):
+            return True
+
+        shape = (3,)
+
+    result = run_check("stable_softmax", lambda x, dim=-1: AlwaysEqual())
+    assert result.status == "failed"
+
+
+def test_raising_code_is_an_error_verdict_with_the_line() -> None:
+    def broken(x, dim=-1):
+        return x.no_such_method()
+
+    result = run_check("stable_softmax", broken)
+    assert result.status == "error" and "AttributeError" in result.message and "no_such_method" in result.message
+
+
+def test_unknown_exercise_lists_the_known_ones() -> None:
+    with pytest.raises(KeyError, match="stable_softmax"):
+        run_check("no_such_exercise", _stub)
+
+
+# --- declaration errors -------------------------------------------------------------------------------
+
+def _decl(**overrides) -> Exercise:
+    fields = dict(name="decl_test", notebook="test", points=1, reference=lambda x: x * 2,
+                  public_cases=[Case("one", args=(torch.ones(2),))], hidden_cases=[Case("two", args=(torch.ones(3),))])
+    fields.update(overrides)
+    return Exercise(**fields)
+
+
+def test_declaration_without_reference_fails() -> None:
+    with pytest.raises(ExerciseDefinitionError, match="reference"):
+        register(_decl(reference=None))
+
+
+def test_declaration_with_case_the_reference_rejects_fails() -> None:
+    with pytest.raises(ExerciseDefinitionError, match="rejects it"):
+        register(_decl(reference=lambda x: x @ torch.ones(5, 5)))
+
+
+def test_declaration_with_non_plain_case_fails() -> None:
+    with pytest.raises(ExerciseDefinitionError, match="object"):
+        register(_decl(public_cases=[Case("obj", args=(object(),))]))
+
+
+def test_declaration_with_duplicate_name_from_elsewhere_fails() -> None:
+    ex = _decl(name="stable_softmax", declared_in="somewhere.else")
+    with pytest.raises(ExerciseDefinitionError, match="used twice"):
+        register(ex)
+
+
+def test_declaration_with_bad_points_fails() -> None:
+    with pytest.raises(ExerciseDefinitionError, match="points"):
+        register(_decl(points=0))

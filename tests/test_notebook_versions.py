@@ -1,0 +1,105 @@
+"""The student and solved versions of every notebook.
+
+- the committed (student) version runs to the end, and every check cell says "not implemented yet";
+- the solved version (stubs filled from course_lib by ``solve``) runs, and every check cell says "passed";
+- every exercise a notebook's checks module declares has its exercise cell and its check cell;
+- ``unsolve(solve(nb))`` gives the committed notebook back (nbgrader's markers round-trip).
+
+The two executions use COURSE_SMOKE=1 (short training loops); nbval executes every notebook in full.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import nbformat
+import pytest
+from conftest import NOTEBOOKS
+from nbtools import check_statuses, load, run_smoke
+
+from course_lib.exercises import registered_exercises
+from course_lib.exercises.notebooks import BEGIN, END, STUB_LINES, exercise_cells, solve, unsolve
+
+IDS = [p.stem for p in NOTEBOOKS]
+
+
+def _assert_all(statuses: dict[str, str], expected: str, names: list[str]) -> None:
+    assert sorted(statuses) == sorted(names), f"check cells {sorted(statuses)} != exercises {sorted(names)}"
+    wrong = {k: v for k, v in statuses.items() if v != expected}
+    assert not wrong, f"expected every check to say {expected!r}, got {wrong}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_structure(path) -> None:
+    nb = load(path)
+    meta = nb.metadata["course"]
+    names = [name for _, _, name in exercise_cells(nb)]
+    declared = [ex.name for ex in registered_exercises(meta["notebook"])]
+    assert sorted(names) == sorted(declared), f"cells {names} vs declared {declared}"
+    assert len(set(names)) == len(names), "an exercise appears twice"
+    for i, cell, name in exercise_cells(nb):
+        assert STUB_LINES[1] in cell.source, f"{name}: the committed cell is not a stub"
+        assert BEGIN not in cell.source and END not in cell.source
+        follower = nb.cells[i + 1]
+        assert follower.metadata.get("course") == {"exercise": name, "role": "check"}, \
+            f"{name}: the cell after the exercise must be its check cell"
+        assert f'check("{name}"' in follower.source or f"check('{name}'" in follower.source
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs, f"{path.name}: committed with outputs (the course stores none)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_solve_then_unsolve_round_trips(path) -> None:
+    nb = load(path)
+    solved = solve(nb)
+    for (_, s_cell, _), (_, _n_cell, _) in zip(exercise_cells(solved), exercise_cells(nb), strict=True):
+        assert BEGIN in s_cell.source and END in s_cell.source and STUB_LINES[1] not in s_cell.source
+        compile(s_cell.source, "<solution>", "exec")
+    back = unsolve(solved)
+    assert [c.source for c in back.cells] == [c.source for c in nb.cells]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_student_version_runs_with_every_check_not_implemented(path) -> None:
+    nb = load(path)
+    names = [name for _, _, name in exercise_cells(nb)]
+    executed = run_smoke(copy.deepcopy(nb), path.parent)
+    _assert_all(check_statuses(executed), "not implemented yet", names)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_solved_version_passes_every_check(path) -> None:
+    nb = load(path)
+    names = [name for _, _, name in exercise_cells(nb)]
+    executed = run_smoke(solve(nb), path.parent)
+    _assert_all(check_statuses(executed), "passed", names)
+
+
+@pytest.mark.slow
+def test_the_assertions_catch_a_broken_solution_and_a_broken_stub(root) -> None:
+    """The two tests above can fail: a wrong solution is not 'passed', a broken stub not 'not implemented'."""
+    path = root / "notebooks" / "00_welcome.ipynb"
+    nb = load(path)
+    solved = solve(nb)
+    for _, cell, _ in exercise_cells(solved):  # break the solution: forget to normalise
+        cell.source = cell.source.replace("return exps / exps.sum(dim=dim, keepdim=True)", "return exps")
+        assert "return exps\n" in cell.source + "\n"
+    executed = run_smoke(solved, path.parent)
+    with pytest.raises(AssertionError, match="failed"):
+        _assert_all(check_statuses(executed), "passed", ["stable_softmax"])
+    broken = copy.deepcopy(nb)
+    for _, cell, _ in exercise_cells(broken):  # a stub that returns something instead of raising
+        cell.source = cell.source.replace("raise NotImplementedError()", "return x")
+    executed = run_smoke(broken, path.parent)
+    with pytest.raises(AssertionError, match="not implemented yet"):
+        _assert_all(check_statuses(executed), "not implemented yet", ["stable_softmax"])
+
+
+def test_statuses_report_a_missing_verdict() -> None:
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("pass", metadata={"course": {"exercise": "x", "role": "check"}})
+    nb.cells.append(cell)
+    assert check_statuses(nb) == {"x": "no verdict"}
