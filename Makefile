@@ -8,6 +8,8 @@ VENV ?= .venv
 PIP_ARGS ?=
 PORT ?= 8888
 BIN := $(VENV)/bin
+# JupyterLab refuses to run as root unless told; containers and CI machines often are root.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.course-installed
 
 .PHONY: lab test env solutions release grade-example clean-env
@@ -23,7 +25,7 @@ $(STAMP): requirements.txt pyproject.toml
 env: $(STAMP)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT)
+	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
