@@ -1,0 +1,63 @@
+"""Figures the notebooks share: attention heatmaps (and, later, positional-encoding and embedding plots).
+
+Each helper draws on a Matplotlib ``Axes`` (a new figure when none is given) and returns that ``Axes``, so a
+notebook can arrange several in a grid and add titles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import torch
+
+__all__ = ["plot_attention"]
+
+
+def plot_attention(
+    weights: torch.Tensor,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+) -> plt.Axes:
+    """Draw one attention weight matrix as a heatmap: one row per query, one column per key.
+
+    Args:
+        weights: ``(seq_q, seq_k)`` attention weights (any tensor or array that squeezes to 2-D, e.g. one
+            head's ``weights[b, h]``); values are shown on a fixed 0..1 colour scale so that heatmaps side by
+            side are comparable.
+        x_labels: the keys' labels (``seq_k`` strings), or None for indices.
+        y_labels: the queries' labels (``seq_q`` strings), or None for indices.
+        ax: where to draw; a new figure when None.
+        title: optional title.
+
+    Returns:
+        The ``Axes`` drawn on.
+
+    Example:
+        >>> w = torch.softmax(torch.randn(3, 4), dim=-1)
+        >>> ax = plot_attention(w, ["a", "b", "c", "d"], ["x", "y", "z"], title="one head")
+    """
+    w = torch.as_tensor(weights).detach().to("cpu", torch.float32).squeeze()
+    if w.dim() != 2:
+        raise ValueError(f"plot_attention: weights must be (seq_q, seq_k) after squeezing, "
+                         f"got shape {tuple(torch.as_tensor(weights).shape)}")
+    seq_q, seq_k = w.shape
+    for name, labels, size in (("x_labels", x_labels, seq_k), ("y_labels", y_labels, seq_q)):
+        if labels is not None and len(labels) != size:
+            raise ValueError(f"plot_attention: {name} must have {size} labels for weights of shape "
+                             f"{tuple(w.shape)}, got {len(labels)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.45 * seq_k + 1.5, 0.45 * seq_q + 1.0))
+    image = ax.imshow(w.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    long_labels = x_labels is not None and max((len(str(label)) for label in x_labels), default=0) > 3
+    ax.set_xticks(range(seq_k), [str(s) for s in x_labels] if x_labels is not None else range(seq_k),
+                  rotation=90 if long_labels else 0)
+    ax.set_yticks(range(seq_q), [str(s) for s in y_labels] if y_labels is not None else range(seq_q))
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    if title:
+        ax.set_title(title)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
