@@ -229,3 +229,17 @@ def test_a_fully_masked_query_row_gives_zeros_not_nan(need_weights: bool) -> Non
     assert torch.isfinite(out).all()
     heads_out = mha.w_o.bias  # zero attention output -> only the output projection's bias remains
     torch.testing.assert_close(out[0, 2], heads_out, atol=1e-6, rtol=0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The notebook's checks: every known mistake is diagnosed with its own hint
+# ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["causal_mask", "padding_mask"])
+def test_each_known_mistake_gets_its_own_hint(name: str) -> None:
+    from course_lib.exercises import get_exercise, run_check
+
+    exercise = get_exercise(name)
+    for mistake in exercise.mistakes:
+        result = run_check(name, mistake.impl)
+        assert result.status == "failed" and result.hint == mistake.hint, mistake.name

@@ -183,3 +183,12 @@ def test_learned_embedding_adds_one_trained_row_per_position() -> None:
         emb(torch.zeros(1, 21, 8))
     with pytest.raises(ValueError, match=r"d_model=8\), got \(1, 3, 4\)"):
         emb(torch.zeros(1, 3, 4))
+
+
+def test_each_known_mistake_of_the_exercise_gets_its_own_hint() -> None:
+    from course_lib.exercises import get_exercise, run_check
+
+    exercise = get_exercise("sinusoidal_table")
+    for mistake in exercise.mistakes:
+        result = run_check("sinusoidal_table", mistake.impl)
+        assert result.status == "failed" and result.hint == mistake.hint, mistake.name
