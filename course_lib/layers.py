@@ -36,6 +36,7 @@ __all__ = [
     "DecoderLayer",
     "Encoder",
     "Decoder",
+    "mean_pool",
     "copy_attention_from_torch",
 ]
 
@@ -367,6 +368,35 @@ class Decoder(nn.Module):
         """Copy the weights of ``nn.TransformerDecoder`` (its layers and its final norm); returns self."""
         _copy_stack(self, decoder, "nn.TransformerDecoder")
         return self
+
+
+def mean_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The average of each sequence's vectors over its real (not padded) positions.
+
+    One way to turn an encoder's output into one vector per sequence, for a whole-sequence task
+    (classification); the other is to read the output at a [CLS] token (notebook 05 compares the two).
+    Padding must not count: a sequence of 3 tokens padded to 8 is averaged over 3 positions, not 8.
+
+    Args:
+        x: encoder outputs (batch, seq, d_model).
+        mask: boolean (batch, seq), True at real tokens (``tokens != pad_id``); every row needs at least one.
+
+    Returns: (batch, d_model).
+
+    Example:
+        >>> x = torch.tensor([[[1.0], [3.0], [100.0]]])          # (1, 3, 1); the 100 is padding
+        >>> mean_pool(x, torch.tensor([[True, True, False]]))
+        tensor([[2.]])
+    """
+    if mask.dtype != torch.bool or mask.shape != x.shape[:2]:
+        raise ValueError(f"mean_pool: mask must be a boolean tensor of shape (batch, seq) = {tuple(x.shape[:2])}, "
+                         f"got dtype {mask.dtype} and shape {tuple(mask.shape)}")
+    if not bool(mask.any(dim=1).all()):
+        raise ValueError("mean_pool: a row of mask has no real token; its mean is undefined")
+    weights = mask.unsqueeze(-1).to(x.dtype)  # (batch, seq, 1): 1 at real tokens, 0 at padding
+    total = (x * weights).sum(dim=1)  # (batch, d_model)
+    count = weights.sum(dim=1)  # (batch, 1): the number of real tokens
+    return total / count
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from course_lib.positional import PositionalEncoding
 
 __all__ = [
     "Transformer",
+    "shift_right",
     "PaperConfig",
     "PAPER_BASE",
     "PAPER_BIG",
@@ -67,6 +68,31 @@ def _check_tokens(name: str, tokens: torch.Tensor, vocab_size: int, max_len: int
         bad = low if low < 0 else high
         raise ValueError(f"Transformer: {name} contains token id {bad}, outside the vocabulary "
                          f"[0, {vocab_size}); map unknown words to the <unk> id before calling the model")
+
+
+def shift_right(tgt_out: torch.Tensor, bos_id: int = 1, eos_id: int = 2, pad_id: int = 0) -> torch.Tensor:
+    """The decoder's input for teacher forcing: the targets shifted one position to the right.
+
+    Position t of the decoder predicts target token t from the tokens *before* it, so its input at
+    position t must be target token t-1; position 0 gets ``<bos>`` (nothing precedes the first token).
+    The last target (``<eos>``, or padding) is never an input. An ``<eos>`` that lands inside a shorter
+    row's input becomes padding: nothing follows it (as ``course_lib.text.collate`` builds batches).
+
+    Shapes: ``tgt_out`` (batch, tgt_len) integer ids ``y1 ... yn <eos> <pad> ...`` ->
+    ``tgt_in`` (batch, tgt_len) ``<bos> y1 ... yn <pad> ...``.
+
+    Example:
+        >>> shift_right(torch.tensor([[5, 6, 2], [7, 2, 0]]), bos_id=1, eos_id=2, pad_id=0)
+        tensor([[1, 5, 6],
+                [1, 7, 0]])
+    """
+    if tgt_out.dim() != 2 or tgt_out.shape[1] == 0 or tgt_out.is_floating_point():
+        raise ValueError(f"shift_right: tgt_out must be integer ids of shape (batch, tgt_len >= 1), got shape "
+                         f"{tuple(tgt_out.shape)} and dtype {tgt_out.dtype}")
+    tgt_in = torch.full_like(tgt_out, pad_id)  # (batch, tgt_len)
+    tgt_in[:, 0] = bos_id  # every decoder input starts with <bos>
+    tgt_in[:, 1:] = tgt_out[:, :-1]  # then the targets, one step late: the last target is never an input
+    return tgt_in.masked_fill(tgt_in == eos_id, pad_id)  # nothing follows <eos>
 
 
 class Transformer(nn.Module):

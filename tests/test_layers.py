@@ -290,3 +290,26 @@ def test_layers_reject_bad_sizes(kwargs: dict, match: str) -> None:
         EncoderLayer(**kwargs)
     with pytest.raises(ValueError, match=match):
         DecoderLayer(**kwargs)
+
+
+# --- mean_pool ---------------------------------------------------------------------------------------------
+
+def test_mean_pool_ignores_padding() -> None:
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(3, 6, 4, generator=gen)
+    lengths = torch.tensor([6, 3, 1])
+    mask = torch.arange(6)[None, :] < lengths[:, None]
+    expected = torch.stack([x[b, : int(n)].mean(0) for b, n in enumerate(lengths)])
+    from course_lib.layers import mean_pool
+    torch.testing.assert_close(mean_pool(x, mask), expected)
+    # changing padded positions changes nothing
+    torch.testing.assert_close(mean_pool(x.masked_fill(~mask[..., None], 1e4), mask), expected)
+
+
+def test_mean_pool_rejects_bad_masks() -> None:
+    from course_lib.layers import mean_pool
+    x = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match=r"\(batch, seq\) = \(2, 3\)"):
+        mean_pool(x, torch.ones(2, 1, 1, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="no real token"):
+        mean_pool(x, torch.tensor([[True, False, False], [False, False, False]]))

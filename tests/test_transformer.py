@@ -192,3 +192,27 @@ def test_bad_construction_gets_a_clear_error() -> None:
         Transformer(30, 25, pad_id=25, **SMALL)
     with pytest.raises(ValueError, match="divisible"):
         Transformer(30, 25, **{**SMALL, "num_heads": 5})
+
+
+# --- shift_right -------------------------------------------------------------------------------------------
+
+def test_shift_right_agrees_with_the_batches_of_course_lib_text() -> None:
+    """collate (course_lib.text, written independently) builds tgt_in from <bos> y <eos>; shift_right
+    builds it from tgt_out: the two must agree."""
+    from course_lib.text import collate
+    from course_lib.transformer import shift_right
+
+    examples = [(torch.tensor([7, 8]), torch.tensor([1, 5, 6, 9, 2])),
+                (torch.tensor([9]), torch.tensor([1, 5, 2])),
+                (torch.tensor([4, 4, 4]), torch.tensor([1, 2]))]
+    batch = collate(examples, pad_id=0, eos_id=2)
+    assert torch.equal(shift_right(batch.tgt_out, bos_id=1, eos_id=2, pad_id=0), batch.tgt_in)
+
+
+def test_shift_right_rejects_bad_input() -> None:
+    from course_lib.transformer import shift_right
+
+    with pytest.raises(ValueError, match="tgt_out"):
+        shift_right(torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="tgt_out"):
+        shift_right(torch.ones(2, 0, dtype=torch.long))
