@@ -214,10 +214,11 @@ def uncached_logits(model: TinyDecoder, tokens: torch.Tensor) -> torch.Tensor:
         >>> uncached_logits(model, torch.tensor([[3, 1, 4]])).shape
         torch.Size([1, 3, 7])
     """
-    mha = MultiHeadAttention(model.d_model, model.attn.num_heads).to(model.pe.device)
+    where = {"device": model.pe.device, "dtype": model.pe.dtype}  # follow the model (e.g. after .double())
+    mha = MultiHeadAttention(model.d_model, model.attn.num_heads).to(**where)
     mha.load_state_dict(model.attn.state_dict())
     mha.eval()
-    positions = PositionalEncoding(model.d_model, max_len=model.max_len).to(model.pe.device)
+    positions = PositionalEncoding(model.d_model, max_len=model.max_len).to(**where)
     h = positions(model.tok(tokens) * math.sqrt(model.d_model))  # (batch, seq, d_model)
     a, _ = mha(h, h, h, mask=causal_mask(tokens.shape[1], device=tokens.device))  # (batch, seq, d_model)
     return model.out(h + a)  # (batch, seq, vocab_size)
