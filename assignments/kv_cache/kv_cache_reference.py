@@ -35,17 +35,11 @@ import math
 import torch
 from torch import nn
 
-from course_lib.attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from course_lib.attention import MultiHeadAttention
 from course_lib.masking import causal_mask
 from course_lib.positional import PositionalEncoding, sinusoidal_table
 
 __all__ = ["append_kv", "CachedSelfAttention", "TinyDecoder", "uncached_logits", "uncached_generate"]
-
-
-def _check_per_head(t: object, name: str, who: str) -> None:
-    if not isinstance(t, torch.Tensor) or t.dim() != 4:
-        got = f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
-        raise ValueError(f"{who}: {name} must have shape (batch, num_heads, seq, d_k), got {got}")
 
 
 def append_kv(past_k: torch.Tensor | None, past_v: torch.Tensor | None, k_new: torch.Tensor,
@@ -69,14 +63,14 @@ def append_kv(past_k: torch.Tensor | None, past_v: torch.Tensor | None, k_new: t
         >>> k.shape, float(k[0, 0, -1, 0])
         (torch.Size([2, 4, 4, 8]), 1.0)
     """
-    _check_per_head(k_new, "k_new", "append_kv")
-    _check_per_head(v_new, "v_new", "append_kv")
     if (past_k is None) != (past_v is None):
         raise ValueError("append_kv: past_k and past_v must both be None (empty cache) or both be tensors")
+    for name, t in (("past_k", past_k), ("past_v", past_v), ("k_new", k_new), ("v_new", v_new)):
+        if t is not None and (not isinstance(t, torch.Tensor) or t.dim() != 4):
+            got = f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"append_kv: {name} must have shape (batch, num_heads, seq, d_k), got {got}")
     if past_k is None:
-        return k_new, v_new
-    _check_per_head(past_k, "past_k", "append_kv")
-    _check_per_head(past_v, "past_v", "append_kv")
+        return k_new, v_new  # an empty cache: the new positions are the whole cache
     k = torch.cat([past_k, k_new], dim=2)  # (batch, heads, past_len + new_len, d_k)
     v = torch.cat([past_v, v_new], dim=2)  # (batch, heads, past_len + new_len, d_v)
     return k, v
@@ -87,8 +81,8 @@ class CachedSelfAttention(MultiHeadAttention):
 
     It has exactly :class:`~course_lib.attention.MultiHeadAttention`'s weights (``w_q``, ``w_k``, ``w_v``,
     ``w_o``; load one's ``state_dict`` into the other), but its ``forward`` takes only the new tokens and
-    the cache: it projects the new tokens, appends their keys and values to the cache with
-    :func:`append_kv`, and lets new query ``i`` (at absolute position ``past_len + i``) attend to every key
+    the cache: it projects the new tokens, appends their keys and values to the cache (as :func:`append_kv`
+    does), and lets new query ``i`` (at absolute position ``past_len + i``) attend to every key
     at position ``<= past_len + i``. Fed one token at a time, it gives the numbers that
     ``MultiHeadAttention(x, x, x, mask=causal_mask(seq))`` gives for the whole sequence at once.
 
@@ -110,13 +104,19 @@ class CachedSelfAttention(MultiHeadAttention):
     def forward(self, x: torch.Tensor, past_k: torch.Tensor | None = None,  # type: ignore[override]
                 past_v: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Attend from the new tokens ``x`` to the cache and themselves; see the class docstring."""
+        # The course's building blocks (notebook 02), imported here so that the solved notebook shows where from.
+        from course_lib.attention import merge_heads, scaled_dot_product_attention, split_heads
+
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"CachedSelfAttention: x must have shape (batch, new_len, d_model={self.d_model}), "
                              f"got shape {tuple(x.shape)}")
         q = split_heads(self.w_q(x), self.num_heads)  # (batch, heads, new_len, d_k)
         k_new = split_heads(self.w_k(x), self.num_heads)  # (batch, heads, new_len, d_k)
         v_new = split_heads(self.w_v(x), self.num_heads)  # (batch, heads, new_len, d_k)
-        k, v = append_kv(past_k, past_v, k_new, v_new)  # (batch, heads, past_len + new_len, d_k)
+        k, v = k_new, v_new
+        if past_k is not None:  # append after the cached positions, as append_kv does
+            k = torch.cat([past_k, k_new], dim=2)  # (batch, heads, past_len + new_len, d_k)
+            v = torch.cat([past_v, v_new], dim=2)  # (batch, heads, past_len + new_len, d_k)
         new_len, total = x.shape[1], k.shape[2]
         past_len = total - new_len
         # New query i sits at position past_len + i: it may see keys 0 .. past_len + i.
