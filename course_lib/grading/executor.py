@@ -65,14 +65,13 @@ def _read_roots(course_folder: Path) -> list[str]:
 def _setup_source(course: Any, workdir: Path) -> str:
     from .runner import STANDARD_IMPORTS
 
-    lines = ["# grader: setup (not the learner's code)", "import sys as _grader_sys",
-             f"_grader_sys.path.insert(0, {course.extra_path!r})", *STANDARD_IMPORTS]
+    lines = ["# grader: setup (not the learner's code)", *STANDARD_IMPORTS]
     for line in course.setup_lines:
         lines += ["try:", f"    {line}", "except Exception:", "    pass"]
     lines += ["torch.set_num_threads(1)", "_grader_warm = torch.ones(2, 2) @ torch.ones(2, 2)",
               "import course_lib.exercises.core", "import course_lib.grading.harness as _grader_harness",
               f"_grader_harness.install({str(workdir)!r}, {_read_roots(course.folder)!r})",
-              "del _grader_harness, _grader_sys, _grader_warm"]
+              "del _grader_harness, _grader_warm"]
     return "\n".join(lines)
 
 

@@ -307,12 +307,12 @@ def check_source(source: str, own_reference: Any = None, namespace: Mapping[str,
         namespace: the names the grading notebook binds before this cell (see :func:`setup_namespace`).
         extra_modules: further top-level modules an instructor allows (``--allow-module``).
     """
-    if any(line.lstrip().startswith(("%", "!")) for line in source.splitlines()):
-        first = next(i for i, line in enumerate(source.splitlines(), 1) if line.lstrip().startswith(("%", "!")))
-        return [Violation(first, "uses an IPython magic or shell command (graded cells are plain Python)")]
     try:
         tree = ast.parse(source)
     except SyntaxError as err:
+        magic = [i for i, line in enumerate(source.splitlines(), 1) if line.lstrip().startswith(("%", "!"))]
+        if magic:
+            return [Violation(magic[0], "uses an IPython magic or shell command (graded cells are plain Python)")]
         return [Violation(err.lineno or 0, f"is not valid Python ({err.msg})", "syntax")]
     own = [own_reference] if own_reference is not None else []
     visitor = _Visitor(own, dict(namespace or {}), frozenset(extra_modules))

@@ -369,6 +369,9 @@ def _judge(spec: ExerciseSpec, outputs: dict[str, Any], memory_mb: int) -> tuple
         if status == "not-implemented":
             return "not-implemented", "the stub still raises NotImplementedError", "", passed, ""
         if status in ("error", "memory"):
+            if H._POISON_MESSAGE in str(entry.get("error", "")):
+                return ("forbidden", "no points for calling the course's reference: your code called it while "
+                        f"it was graded (case {case.label!r})", "", 0, str(entry.get("line", "")))
             if first is None:
                 message = f"case {case.label!r}: your code raised {entry.get('error', '')}"
                 if status == "memory":
