@@ -1,0 +1,220 @@
+"""Training a Transformer (notebook 07): the label-smoothed loss, the paper's warm-up schedule, a plain loop.
+
+Section 5.3 of "Attention Is All You Need": Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9, and
+
+    lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)
+
+(:func:`transformer_lr`, :func:`make_optimizer`, :func:`make_scheduler`). Section 5.4: label smoothing
+with epsilon_ls = 0.1 (:func:`label_smoothed_cross_entropy`, equal to
+``nn.CrossEntropyLoss(label_smoothing=..., ignore_index=pad)``). :func:`train` runs a fixed number of
+steps with a tqdm progress bar and returns a :class:`TrainHistory` (losses, learning rates, tokens, time).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "label_smoothed_cross_entropy", "transformer_lr", "make_optimizer", "make_scheduler",
+    "TrainHistory", "train", "teacher_forced_accuracy",
+]
+
+
+def _check_loss_inputs(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> None:
+    """Raise a ValueError naming the argument when the loss is called with mismatched shapes."""
+    if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 2:
+        raise ValueError(f"label_smoothed_cross_entropy: logits must be a float tensor (..., num_classes), "
+                         f"got {getattr(logits, 'shape', type(logits).__name__)}")
+    if not isinstance(target, torch.Tensor) or target.dtype != torch.long or target.shape != logits.shape[:-1]:
+        raise ValueError(f"label_smoothed_cross_entropy: target must be a LongTensor of shape "
+                         f"{tuple(logits.shape[:-1])} (logits without the class axis), got "
+                         f"{getattr(target, 'dtype', None)} {tuple(getattr(target, 'shape', ()))}")
+    if not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"label_smoothed_cross_entropy: smoothing must be in [0, 1], got {smoothing}")
+
+
+def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1,
+                                 ignore_index: int = 0) -> torch.Tensor:
+    """Cross-entropy against a smoothed target distribution, averaged over the non-padding positions.
+
+    The smoothed target puts 1 - smoothing on the right class and spreads smoothing uniformly over all C
+    classes (the right one included), so the loss at one position is
+
+        (1 - smoothing) * (-log p[target]) + smoothing * mean_c(-log p[c]).
+
+    Log-probabilities come from ``log_softmax`` (never ``log(softmax)``, which gives log 0 = -inf once a
+    probability underflows). Positions whose target is ``ignore_index`` count for nothing.
+
+    Equal to ``nn.CrossEntropyLoss(label_smoothing=smoothing, ignore_index=ignore_index)`` with one
+    documented difference: a batch that is all padding gives 0 (no position to average, no gradient)
+    where PyTorch gives NaN. A logit of -inf (a class forbidden outright) makes the smoothing term
+    infinite, as in PyTorch: smoothing asks for some probability on every class.
+
+    Shapes: ``logits`` (..., C), for example (batch, tgt_len, vocab); ``target`` (...) of class ids.
+
+    Example:
+        >>> logits = torch.tensor([[2.0, 0.5, -1.0], [0.0, 0.0, 0.0]])
+        >>> target = torch.tensor([0, 2])
+        >>> bool(torch.isclose(label_smoothed_cross_entropy(logits, target, 0.1, ignore_index=-100),
+        ...     nn.CrossEntropyLoss(label_smoothing=0.1)(logits, target)))
+        True
+    """
+    _check_loss_inputs(logits, target, smoothing)
+    log_probs = F.log_softmax(logits, dim=-1)                        # (..., C)
+    keep = target != ignore_index                                    # (...)
+    safe_target = target.masked_fill(~keep, 0)                       # any valid id where ignored
+    nll = -log_probs.gather(-1, safe_target.unsqueeze(-1)).squeeze(-1)  # (...) -log p[target]
+    uniform = -log_probs.mean(dim=-1)                                # (...) mean_c -log p[c]
+    per_position = (1.0 - smoothing) * nll + smoothing * uniform
+    per_position = per_position.masked_fill(~keep, 0.0)              # padding contributes nothing
+    return per_position.sum() / keep.sum().clamp(min=1)
+
+
+def transformer_lr(step: int, d_model: int, warmup: int = 4000) -> float:
+    """The paper's learning rate at ``step``: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+
+    It grows linearly for ``warmup`` steps, peaks at d_model^-0.5 * warmup^-0.5 when step = warmup, and
+    then decays as 1/sqrt(step). Steps count from 1; step 0 (which ``LambdaLR`` asks for before the
+    first update) is treated as step 1, so the rate is never 0 or infinite.
+
+    Example:
+        >>> round(transformer_lr(4000, d_model=512, warmup=4000), 6)
+        0.000699
+    """
+    if d_model < 1 or warmup < 1:
+        raise ValueError(f"transformer_lr: d_model and warmup must be >= 1, got d_model={d_model}, "
+                         f"warmup={warmup}")
+    step = max(step, 1)
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def make_optimizer(model: nn.Module, betas: tuple[float, float] = (0.9, 0.98), eps: float = 1e-9,
+                   weight_decay: float = 0.0) -> torch.optim.Adam:
+    """Adam with the paper's betas and eps, and base learning rate 1 (the schedule gives the rate)."""
+    return torch.optim.Adam(model.parameters(), lr=1.0, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000,
+                   scale: float = 1.0) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` that sets the rate to ``scale * transformer_lr(step + 1, d_model, warmup)``.
+
+    ``scale`` multiplies the whole curve (1 is the paper; small models trained for few steps often
+    prefer a larger peak). The optimizer's base rate must be 1, as :func:`make_optimizer` sets it.
+    """
+    for group in optimizer.param_groups:
+        if group.get("initial_lr", group["lr"]) != 1.0:
+            raise ValueError(f"make_scheduler: the optimizer's base lr must be 1.0 (the schedule gives the "
+                             f"rate), got {group['lr']}")
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: scale * transformer_lr(step + 1, d_model, warmup))
+
+
+@dataclass
+class TrainHistory:
+    """What :func:`train` measured: one entry per step, and totals."""
+
+    losses: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    tokens: int = 0
+    seconds: float = 0.0
+    steps: int = 0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Target tokens (padding excluded) processed per second of training."""
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def smoothed(self, window: int = 50) -> list[float]:
+        """The losses averaged over a sliding window (for a readable loss curve)."""
+        out, total = [], 0.0
+        for i, loss in enumerate(self.losses):
+            total += loss
+            if i >= window:
+                total -= self.losses[i - window]
+            out.append(total / min(i + 1, window))
+        return out
+
+
+def _forever(loader: Iterable) -> Iterable:
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("train: the loader yields no batches")
+
+
+def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim.Optimizer,
+          scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+          device: torch.device | str = "cpu", clip_grad_norm: float | None = 1.0, progress: bool = True,
+          history: TrainHistory | None = None) -> TrainHistory:
+    """Train ``model`` for exactly ``steps`` optimizer steps on batches from ``loader`` (cycled).
+
+    Each batch is a :class:`course_lib.text.Batch` (``src``, ``tgt_in``, ``tgt_out``, ``pad_id``); the model
+    is called as ``model(src, tgt_in)`` and must return logits (batch, tgt_len, vocab). The loss defaults
+    to :func:`label_smoothed_cross_entropy` with smoothing 0.1 and the batch's padding ignored. A fixed
+    number of steps (not seconds) makes a seed give the same numbers on any machine; the time is measured.
+
+    A non-finite loss stops training with a FloatingPointError naming the step (never a silent NaN).
+    Pass a previous ``history`` to continue a run and append to its curves.
+    """
+    if steps < 0:
+        raise ValueError(f"train: steps must be >= 0, got {steps}")
+    from tqdm.auto import tqdm
+
+    history = history if history is not None else TrainHistory()
+    model.train()
+    batches = iter(_forever(loader))
+    bar = tqdm(total=steps, desc="training", disable=not progress, leave=True)
+    start = time.perf_counter()
+    for _ in range(steps):
+        batch = next(batches).to(device)
+        logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
+        if loss_fn is None:
+            loss = label_smoothed_cross_entropy(logits, batch.tgt_out, 0.1, ignore_index=batch.pad_id)
+        else:
+            loss = loss_fn(logits, batch.tgt_out)
+        if not torch.isfinite(loss):
+            bar.close()
+            raise FloatingPointError(f"train: the loss became {loss.item()} at step {history.steps + 1}")
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip_grad_norm is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+        history.lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        history.losses.append(loss.item())
+        history.tokens += batch.num_tgt_tokens
+        history.steps += 1
+        if history.steps % 20 == 0 or history.steps == 1:
+            bar.set_postfix(loss=f"{history.losses[-1]:.3f}", lr=f"{history.lrs[-1]:.2e}")
+        bar.update(1)
+    history.seconds += time.perf_counter() - start
+    bar.close()
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def teacher_forced_accuracy(model: nn.Module, loader: Iterable, device: torch.device | str = "cpu") -> float:
+    """The fraction of non-padding target tokens whose argmax prediction is right, with teacher forcing."""
+    model.eval()
+    right = total = 0
+    for batch in loader:
+        batch = batch.to(device)
+        pred = model(batch.src, batch.tgt_in).argmax(-1)  # (batch, tgt_len)
+        keep = batch.tgt_out != batch.pad_id
+        right += int(((pred == batch.tgt_out) & keep).sum())
+        total += int(keep.sum())
+    return right / total if total else math.nan
