@@ -222,7 +222,10 @@ class BPETokenizer:
         tok.decoder = decoders.BPEDecoder(suffix="</w>")
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                       special_tokens=[UNK], end_of_word_suffix="</w>", show_progress=False)
-        tok.train_from_iterator(texts, trainer=trainer)
+        # Every character also as a one-letter word, so that each exists as a word-final piece ("l</w>"):
+        # a test word ending in a letter no training word ends in ("null") still has pieces, not <unk>.
+        alphabet = sorted(set("".join(texts)) - {" "})
+        tok.train_from_iterator(texts + alphabet, trainer=trainer)
         return cls(tok)
 
     @property

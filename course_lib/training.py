@@ -71,8 +71,11 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smo
     keep = target != ignore_index                                    # (...)
     safe_target = target.masked_fill(~keep, 0)                       # any valid id where ignored
     nll = -log_probs.gather(-1, safe_target.unsqueeze(-1)).squeeze(-1)  # (...) -log p[target]
-    uniform = -log_probs.mean(dim=-1)                                # (...) mean_c -log p[c]
-    per_position = (1.0 - smoothing) * nll + smoothing * uniform
+    if smoothing > 0:  # (skipped at 0, so that a -inf logit cannot turn 0 * inf into NaN)
+        uniform = -log_probs.mean(dim=-1)                            # (...) mean_c -log p[c]
+        per_position = (1.0 - smoothing) * nll + smoothing * uniform
+    else:
+        per_position = nll
     per_position = per_position.masked_fill(~keep, 0.0)              # padding contributes nothing
     return per_position.sum() / keep.sum().clamp(min=1)
 

@@ -1,0 +1,168 @@
+"""course_lib.text: the number corpus, tokenisers, Vocab and padded batches with shifted targets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from num2words import num2words
+
+from course_lib.text import (
+    BPETokenizer,
+    CharTokenizer,
+    LengthBucketSampler,
+    Pair,
+    TranslationDataset,
+    Vocab,
+    WordTokenizer,
+    collate,
+    make_loader,
+    make_number_corpus,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return make_number_corpus(600, 50, 100, max_number=99_999, seed=3)
+
+
+def test_splits_are_disjoint_and_sized(corpus) -> None:
+    train, valid, test = ({p.number for p in s} for s in (corpus.train, corpus.valid, corpus.test))
+    assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (600, 50, 100)
+    assert len(train) == 600 and not train & test and not train & valid and not valid & test
+
+
+def test_pairs_agree_with_num2words(corpus) -> None:
+    for p in corpus.test[:20]:
+        assert p.src == num2words(p.number) and p.tgt == num2words(p.number, lang="de")
+        assert 0 <= p.number <= 99_999
+
+
+def test_corpus_is_reproducible_and_seed_dependent() -> None:
+    a = make_number_corpus(50, 5, 5, max_number=9999, seed=1)
+    b = make_number_corpus(50, 5, 5, max_number=9999, seed=1)
+    c = make_number_corpus(50, 5, 5, max_number=9999, seed=2)
+    assert a.train == b.train and a.train != c.train
+
+
+def test_short_numbers_are_drawn_too() -> None:
+    c = make_number_corpus(500, 0, 0, max_number=999_999, seed=0)
+    assert sum(p.number < 100 for p in c.train) > 20  # uniform draws would give ~0
+
+
+def test_the_reordering_is_in_the_data() -> None:
+    assert Pair(64, num2words(64), num2words(64, lang="de")) == Pair(64, "sixty-four", "vierundsechzig")
+
+
+@pytest.mark.parametrize("kwargs, word", [({"n_train": -1}, "n_train"), ({"max_number": 10**6}, "max_number"),
+                                           ({"n_train": 20, "max_number": 9}, "distinct")])
+def test_corpus_bad_arguments(kwargs, word) -> None:
+    args = dict(n_train=5, n_valid=0, n_test=0, max_number=999)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=word):
+        make_number_corpus(**args)
+
+
+def test_word_tokenizer_round_trips(corpus) -> None:
+    tok = WordTokenizer()
+    assert tok.tokenize("forty-five") == ["forty", "-", "five"]
+    for p in corpus.train[:50]:
+        assert tok.detokenize(tok.tokenize(p.src)) == p.src
+
+
+def test_char_tokenizer_round_trips() -> None:
+    tok = CharTokenizer()
+    assert tok.tokenize("zwölf") == ["z", "w", "ö", "l", "f"] and tok.detokenize(tok.tokenize("zwölf")) == "zwölf"
+
+
+def test_bpe_learns_pieces_and_round_trips(corpus) -> None:
+    bpe = BPETokenizer.train([p.tgt for p in corpus.train], vocab_size=120)
+    assert bpe.vocab_size <= 120
+    lengths_bpe = [len(bpe.tokenize(p.tgt)) for p in corpus.test]
+    assert sum(lengths_bpe) < 0.4 * sum(len(p.tgt) for p in corpus.test)  # much shorter than characters
+    for p in corpus.test:  # unseen numbers are tokenised and restored exactly
+        assert bpe.detokenize(bpe.tokenize(p.tgt)) == p.tgt
+    assert bpe.detokenize(bpe.tokenize("elf zwölf")) == "elf zwölf"  # spaces survive (end-of-word suffix)
+
+
+def test_bpe_unknown_character_becomes_unk(corpus) -> None:
+    bpe = BPETokenizer.train([p.tgt for p in corpus.train], vocab_size=60)
+    assert "<unk>" in bpe.tokenize("vierQ")
+
+
+def test_bpe_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="texts"):
+        BPETokenizer.train([], vocab_size=50)
+    with pytest.raises(ValueError, match="vocab_size"):
+        BPETokenizer.train(["a"], vocab_size=1)
+
+
+def test_vocab_specials_lookups_and_unknowns() -> None:
+    v = Vocab.build([["b", "a", "b"], ["c"]])
+    assert v.itos[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"] and (v.pad_id, v.bos_id, v.eos_id, v.unk_id) == (0, 1, 2, 3)
+    assert v.itos[4] == "b"  # most frequent first
+    assert [v.lookup_token(v.lookup_id(t)) for t in "abc"] == list("abc")
+    assert v.encode(["a", "zzz"]) == [v.stoi["a"], 3]
+    assert v.encode(["a"], add_bos=True, add_eos=True) == [1, v.stoi["a"], 2]
+    with pytest.raises(KeyError, match="zzz"):
+        v.encode(["a", "zzz"], unknown="error")
+    assert v.decode([1, v.stoi["c"], 2, v.stoi["a"]]) == ["c"]
+    assert v.decode([v.stoi["c"], 2, v.stoi["a"]], stop_at_eos=False) == ["c", "a"]
+    with pytest.raises(IndexError, match="outside"):
+        v.lookup_token(99)
+
+
+def test_vocab_rejects_missing_specials_and_duplicates() -> None:
+    with pytest.raises(ValueError, match="first tokens"):
+        Vocab(["a", "b"])
+    with pytest.raises(ValueError, match="duplicate"):
+        Vocab(["<pad>", "<bos>", "<eos>", "<unk>", "a", "a"])
+
+
+def test_collate_pads_and_shifts() -> None:
+    b = collate([(torch.tensor([7, 8, 9]), torch.tensor([1, 5, 6, 2])), (torch.tensor([9]), torch.tensor([1, 5, 2]))])
+    assert b.src.tolist() == [[7, 8, 9], [9, 0, 0]]
+    assert b.tgt_in.tolist() == [[1, 5, 6], [1, 5, 0]]   # starts with <bos>, no <eos> inside
+    assert b.tgt_out.tolist() == [[5, 6, 2], [5, 2, 0]]  # ends with <eos>, then padding
+    assert b.num_tgt_tokens == 5
+    assert b.src_mask.shape == (2, 1, 1, 3) and b.src_mask[1, 0, 0].tolist() == [True, False, False]
+    assert b.tgt_mask.shape == (2, 1, 3, 3) and not b.tgt_mask[0, 0, 0, 1]
+
+
+def test_collate_bad_input() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        collate([])
+    with pytest.raises(ValueError, match="example 0"):
+        collate([(torch.tensor([], dtype=torch.long), torch.tensor([1, 2]))])
+    with pytest.raises(ValueError, match="at least 2"):
+        collate([(torch.tensor([4]), torch.tensor([1]))])
+
+
+def test_dataset_and_loader(corpus) -> None:
+    st, tt = WordTokenizer(), CharTokenizer()
+    sv = Vocab.build(st.tokenize(p.src) for p in corpus.train)
+    tv = Vocab.build(tt.tokenize(p.tgt) for p in corpus.train)
+    ds = TranslationDataset(corpus.train, st, tt, sv, tv)
+    src, tgt = ds[0]
+    assert tgt[0] == 1 and tgt[-1] == 2 and tt.detokenize(tv.decode(tgt.tolist())) == corpus.train[0].tgt
+    assert st.detokenize(sv.decode(src.tolist())) == corpus.train[0].src
+    seen = []
+    for batch in make_loader(ds, 64, seed=0):
+        assert batch.src.shape[0] == batch.tgt_in.shape[0] <= 64
+        assert torch.equal(batch.tgt_in[:, 1:].ne(0), batch.tgt_out[:, :-1].ne(0) & batch.tgt_out[:, :-1].ne(2))
+        seen.append(batch.src.shape[0])
+    assert sum(seen) == len(ds)
+    plain = next(iter(make_loader(ds, 64, bucket=False)))
+    assert plain.src.shape[0] == 64
+
+
+def test_length_buckets_reduce_padding(corpus) -> None:
+    lengths = [1 + (i * 7919) % 40 for i in range(1000)]
+    sampler = LengthBucketSampler(lengths, batch_size=50, pool_factor=10, seed=0)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(1000)) and len(batches) == len(sampler)
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    shuffled = list(range(1000))
+    import random
+    random.Random(0).shuffle(shuffled)
+    padded_random = sum(50 * max(lengths[i] for i in shuffled[s:s + 50]) for s in range(0, 1000, 50))
+    assert padded < 0.75 * padded_random
