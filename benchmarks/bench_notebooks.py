@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         "# Time to execute every notebook",
         "",
-        f"Each notebook executed top to bottom with nbclient in a fresh kernel (start-up included), "
-        f"{'with COURSE_SMOKE=1 (shortened loops: a check of the benchmark, NOT the target measurement)' if args.quick else 'with the full default step counts'}; "
-        f"median of {args.repeats} run(s).",
+        "Each notebook executed top to bottom with nbclient in a fresh kernel (start-up included), "
+        + ("with COURSE_SMOKE=1 (shortened loops: a check of the benchmark, NOT the target measurement)"
+           if args.quick else "with the full default step counts")
+        + f"; median of {args.repeats} run(s).",
         "",
         "| notebook | seconds (median) | all runs | status |",
         "|---|---|---|---|",

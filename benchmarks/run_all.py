@@ -25,7 +25,7 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -69,7 +69,7 @@ def machine_info() -> dict:
     except OSError:
         load = (float("nan"),) * 3
     return {
-        "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": _cpu_model(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),

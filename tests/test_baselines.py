@@ -143,7 +143,7 @@ def test_layer_flops_match_pytorchs_flop_counter(n: int, d: int) -> None:
 
     for k in (1, 3, 5):
         conv = nn.Conv1d(d, d, k, padding=k // 2, bias=False)
-        assert layer_flops("convolution", n, d, k=k) == _counted_macs(lambda: conv(x.transpose(1, 2)))
+        assert layer_flops("convolution", n, d, k=k) == _counted_macs(lambda conv=conv: conv(x.transpose(1, 2)))
 
     w_q, w_k, w_v, w_o = (nn.Linear(d, d, bias=False) for _ in range(4))
 
