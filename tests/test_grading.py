@@ -216,7 +216,7 @@ def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Pa
     (subs / "00_welcome_huge.ipynb").write_bytes(b"{" + b" " * (300 << 10) + b"}")
     _write(load(NB00), subs, "00_welcome_stub")
     out = tmp_path / "out"
-    assert main([str(subs), "--out", str(out), "--max-mb", "0.25", "--quiet"]) == 0
+    assert main([str(subs), "--out", str(out), "--max-mb", "0.25", "--quiet", "--jobs", "2"]) == 0
     reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
     assert set(reports) == {"00_welcome_malformed", "00_welcome_huge", "00_welcome_stub"}
     assert reports["00_welcome_malformed"]["status"] == "unreadable"
@@ -290,6 +290,17 @@ def test_the_solved_notebook_earns_full_marks(nb00_graded) -> None:
     rep = nb00_graded["solved"]
     assert rep["total"] == rep["max_total"] == 1 and rep["exercises"][0]["status"] == "pass", rep
     assert rep["exercises"][0]["cases_passed"] == rep["exercises"][0]["cases_total"] == 6
+
+
+OTHER_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem != "00_welcome"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", OTHER_NOTEBOOKS, ids=[p.stem for p in OTHER_NOTEBOOKS])
+def test_every_solved_course_notebook_earns_full_marks(path: Path, tmp_path: Path) -> None:
+    report = grade_submission(_write(solve(load(path)), tmp_path, f"{path.stem}_solved"), GradeConfig(**CONFIG))
+    assert report.max_total > 0 and report.total == report.max_total, [
+        (r.exercise, r.status, r.message) for r in report.exercises]
 
 
 @pytest.mark.slow

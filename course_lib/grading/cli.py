@@ -15,19 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .report import report_name, write_csv, write_json, write_markdown
 from .runner import CourseCopy, GradeConfig, SubmissionReport, grade_submission
 
 __all__ = ["main", "grade_many"]
-
-
-def _worker(args: tuple[str, GradeConfig]) -> SubmissionReport:
-    path, config = args
-    return grade_submission(Path(path), config)
 
 
 def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1, quiet: bool = False
@@ -52,14 +46,16 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
         for path in paths:
             _save(path, grade_submission(path, config, courses))
     else:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(_worker, (str(p), config)) for p in paths]
+        # Threads, not processes: the work is waiting for kernels (each its own process), and the threads
+        # share the course copies, their hidden cases and reference outputs.
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [pool.submit(grade_submission, p, config, courses) for p in paths]
             for path, future in zip(paths, futures, strict=True):
                 try:
                     report = future.result()
-                except Exception as err:  # noqa: BLE001 - a worker that died still yields a report
+                except Exception as err:  # noqa: BLE001 - grade_submission does not raise; belt and braces
                     report = SubmissionReport(submission=str(path), status="internal-error",
-                                              message=f"the grader's worker failed: {type(err).__name__}: {err}")
+                                              message=f"the grader failed: {type(err).__name__}: {err}")
                 _save(path, report)
     write_csv(named, out)
     return [r for _, r in named]

@@ -59,7 +59,7 @@ MACHINERY = ("course_lib.checks", "course_lib.exercises", "course_lib.grading")
 
 _FORBIDDEN_NAMES = {
     "exec": "runs code from a string", "eval": "runs code from a string", "compile": "compiles code at run time",
-    "__import__": "imports dynamically", "open": "opens files", "input": "waits for input",
+    "__import__": "imports dynamically", "open": "opens files",
     "breakpoint": "starts a debugger", "globals": "reaches the notebook's namespace",
     "locals": "reaches the notebook's namespace", "vars": "reaches an object's namespace",
     "get_ipython": "reaches the IPython kernel", "exit": "stops the kernel", "quit": "stops the kernel",
@@ -206,7 +206,7 @@ class _Visitor(ast.NodeVisitor):
 
     # names and attributes ------------------------------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in _FORBIDDEN_NAMES and node.id not in self.bound:
+        if node.id in _FORBIDDEN_NAMES:  # never shadowable: `def f(open=open)` would hide the builtin
             self.flag(node, f"uses {node.id}(), which {_FORBIDDEN_NAMES[node.id]}")
         elif node.id.startswith("_grader"):
             self.flag(node, f"uses {node.id}, a name of the grader's")
@@ -234,8 +234,7 @@ class _Visitor(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "hasattr") \
-                and func.id not in self.bound:
+        if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "hasattr"):
             if len(node.args) >= 2:
                 name = node.args[1]
                 if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
@@ -317,11 +316,14 @@ def check_source(source: str, own_reference: Any = None, namespace: Mapping[str,
     own = [own_reference] if own_reference is not None else []
     visitor = _Visitor(own, dict(namespace or {}), frozenset(extra_modules))
     visitor._imported = _imports_of(tree)
-    # Functions and classes the cell defines shadow the setup's names (a learner's own `stable_softmax`).
+    # Functions, classes and parameters the cell defines shadow the setup's names (a learner's own
+    # `stable_softmax`); a plain assignment does not (`x = reference` must still be seen).
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             visitor.bound.add(node.name)
             visitor.defined.add(node.name)
+        elif isinstance(node, ast.arg):
+            visitor.defined.add(node.arg)
     visitor.visit(tree)
     unique: dict[tuple[int, str], Violation] = {}
     for v in visitor.violations:

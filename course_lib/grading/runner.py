@@ -37,6 +37,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -74,6 +75,7 @@ class GradeConfig:
     keep_workdir: bool = False
 
     def resolved_seed(self) -> int:
+        """The seed of the hidden cases: the one given, else a secret random one drawn once."""
         if self.seed is None:
             self.seed = secrets.randbelow(2**31 - 1)
         return self.seed
@@ -387,7 +389,7 @@ def _judge(spec: ExerciseSpec, outputs: dict[str, Any], memory_mb: int) -> tuple
         else:
             passed += 1
     if first is None and passed == len(spec.cases):
-        return "pass", f"all {passed} hidden cases passed", "", passed, ""
+        return "pass", f"every hidden case passed ({passed}/{passed})", "", passed, ""
     status, message, hint, line = first or ("error", "no outputs", "", "")
     return status, message, hint, passed, line
 
@@ -417,11 +419,15 @@ def grade_submission(path: Path, config: GradeConfig, courses: dict[Path, Course
     return report
 
 
+_COURSES_LOCK = threading.Lock()
+
+
 def _course_for(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]) -> CourseCopy:
     key = Path(path).resolve()
-    if key not in courses:
-        courses[key] = CourseCopy(key, config.resolved_seed())
-    return courses[key]
+    with _COURSES_LOCK:  # graded in parallel threads (--jobs): build each course copy once
+        if key not in courses:
+            courses[key] = CourseCopy(key, config.resolved_seed())
+        return courses[key]
 
 
 def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, courses: dict[Path, CourseCopy],

@@ -1,0 +1,166 @@
+"""Grading throughput: submissions per minute for a notebook with five exercises (target: >= 10 on 2 cores).
+
+Grades a class of submissions of the five-exercise assignment in ``tests/grading_fixtures/fx_assignment/``
+with the real command path (``course_lib.grading.cli.grade_many``: a fresh memory-limited kernel per
+submission, static policy, hidden cases, reports and CSV written). The class is a realistic mix: 60 % fully
+solved, 20 % with one wrong exercise, 20 % with two exercises left as stubs. Attacks are not part of the mix:
+a submission that loops forever costs its time limit by design (measured separately below, once).
+
+Each configuration (``--jobs 1`` and ``--jobs 2``) is repeated; the table quotes the median and the range.
+
+Run (on a shared machine take the benchmark lock, so that no other timing run overlaps)::
+
+    flock /tmp/bench.lock python benchmarks/bench_grading.py                 # 12 submissions x 3 repeats
+    flock /tmp/bench.lock python benchmarks/bench_grading.py --quick         # 4 submissions x 1 repeat
+
+Writes ``benchmarks/results/grading.md`` (and ``grading.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from run_all import machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
+
+FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
+RESULTS = HERE / "results"
+TARGET_PER_MINUTE = 10.0
+
+
+def make_class(folder: Path, n: int) -> list[Path]:
+    """``n`` submissions of the five-exercise assignment: solved, one wrong exercise, or two stubs."""
+    sys.path.insert(0, str(FX.parent))
+    import fx_checks  # noqa: F401 - registers the exercises
+
+    from course_lib.exercises.notebooks import exercise_cells, solve
+
+    student = nbformat.read(FX, as_version=4)
+    solved = solve(student)
+    paths = []
+    for i in range(n):
+        nb = copy.deepcopy(solved)
+        cells = [cell for _, cell, _ in exercise_cells(nb)]
+        stubs = [cell for _, cell, _ in exercise_cells(student)]
+        kind = ("solved", "solved", "solved", "one wrong", "solved", "two stubs")[i % 6] if n > 1 else "solved"
+        if kind == "one wrong":
+            cells[0].source = cells[0].source.replace("/ math.sqrt(q.shape[-1])", "")
+        elif kind == "two stubs":
+            cells[2].source, cells[4].source = stubs[2].source, stubs[4].source
+        path = folder / f"student{i:02d}.ipynb"
+        nbformat.write(nb, path)
+        paths.append(path)
+    return paths
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the kernels), user + system."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run_once(paths: list[Path], jobs: int, out: Path) -> tuple[float, float, list]:
+    """Wall seconds, CPU seconds (grader + kernels) and the reports of one grading run."""
+    from course_lib.grading.cli import grade_many
+    from course_lib.grading.runner import GradeConfig
+
+    config = GradeConfig(source=FX, seed=0)
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    reports = grade_many(paths, config, out, jobs=jobs, quiet=True)
+    return time.perf_counter() - start, _cpu_seconds() - cpu, reports
+
+
+def attack_once(folder: Path, out: Path) -> tuple[float, int]:
+    """Seconds to grade one submission whose exercises loop, exit and blank cells (policy off, 10 s/cell)."""
+    from course_lib.exercises.notebooks import exercise_cells, solve
+    from course_lib.grading.runner import GradeConfig, grade_submission
+
+    nb = solve(nbformat.read(FX, as_version=4))
+    cells = [cell for _, cell, _ in exercise_cells(nb)]
+    cells[1].source = "def fx_causal_mask(seq_len):\n    while True:\n        pass\n"
+    cells[2].source = "import os\ndef fx_attend(q, k, v):\n    return q, k\nos._exit(1)\n"
+    path = folder / "attacker.ipynb"
+    nbformat.write(nb, path)
+    start = time.perf_counter()
+    report = grade_submission(path, GradeConfig(source=FX, seed=0, cell_timeout=10, policy=False))
+    return time.perf_counter() - start, report.kernel_starts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--submissions", type=int, default=12)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--quick", action="store_true", help="4 submissions, 1 repeat (checks the benchmark works)")
+    args = parser.parse_args()
+    if args.quick:
+        args.submissions, args.repeats = 4, 1
+    info = machine_info()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-grading-") as tmp:
+        folder = Path(tmp)
+        paths = make_class(folder, args.submissions)
+        for jobs in args.jobs:
+            rates, cpus, totals = [], [], None
+            for r in range(args.repeats):
+                seconds, cpu, reports = run_once(paths, jobs, folder / f"out-{jobs}-{r}")
+                rates.append(len(paths) / seconds * 60)
+                cpus.append(cpu / len(paths))
+                totals = [rep.total for rep in reports]
+                print(f"jobs={jobs} repeat {r + 1}: {len(paths)} submissions in {seconds:.1f} s "
+                      f"= {rates[-1]:.1f}/min, {cpus[-1]:.2f} CPU s each", flush=True)
+            rows.append({"jobs": jobs, "submissions": len(paths), "repeats": args.repeats,
+                         "median_per_min": statistics.median(rates), "min_per_min": min(rates),
+                         "max_per_min": max(rates), "cpu_s_per_submission": statistics.median(cpus),
+                         "scores": totals})
+        attack_s, attack_starts = attack_once(folder, folder / "out-attack")
+    best = max(rows, key=lambda r: r["median_per_min"])
+    verdict = "meets" if best["median_per_min"] >= TARGET_PER_MINUTE else "misses"
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "grading.json").write_text(json.dumps({"machine": info, "rows": rows, "attack_s": attack_s,
+                                                       "attack_kernel_starts": attack_starts}, indent=2))
+    lines = ["# Grading throughput", "",
+             "Submissions of the five-exercise assignment (`tests/grading_fixtures/fx_assignment/`) graded by "
+             "`course_lib.grading.cli.grade_many` exactly as `course-grade` does (fresh kernel per submission, "
+             "1024 MB memory limit, static policy, hidden cases, JSON/Markdown/CSV reports). Class mix: 60 % "
+             "solved, 20 % one wrong exercise, 20 % two stubs. Produced by `benchmarks/bench_grading.py`"
+             + (" --quick" if args.quick else "") + ".", "",
+             markdown_machine(info), "",
+             "**Measured on a shared, noisy machine** (other jobs were running: see the load above); numbers are "
+             "medians of the repeats, with the range.", "",
+             "| parallel jobs | submissions | repeats | submissions / minute (median) | range | CPU s per "
+             "submission (grader + kernel) | bound on 2 idle cores |",
+             "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        bound = 2 * 60 / row["cpu_s_per_submission"] if row["cpu_s_per_submission"] > 0 else float("nan")
+        lines.append(f"| {row['jobs']} | {row['submissions']} | {row['repeats']} | "
+                     f"**{row['median_per_min']:.1f}** | {row['min_per_min']:.1f} – {row['max_per_min']:.1f} | "
+                     f"{row['cpu_s_per_submission']:.2f} | {bound:.0f}/min |")
+    lines += ["", f"Target: at least {TARGET_PER_MINUTE:g} submissions per minute on 2 cores; the best configuration "
+              f"(`--jobs {best['jobs']}`) {verdict} it with a median of {best['median_per_min']:.1f}/min.", "",
+              "The CPU time per submission (user + system, of the grader and of its kernels, from `getrusage`) "
+              "does not depend on how busy the machine is; 2 cores x 60 s divided by it bounds what an idle "
+              "2-core machine can do (kernel start-up, mostly `import torch`, dominates it).", "",
+              f"One attacking submission (an endless loop in one exercise, `os._exit` in another; policy off, "
+              f"10 s per cell) took {attack_s:.1f} s with {attack_starts} kernel starts: the loop costs its "
+              "per-cell limit, each restart a kernel start.", ""]
+    (RESULTS / "grading.md").write_text("\n".join(lines))
+    print(f"RESULT grading throughput: {best['median_per_min']:.1f} submissions/min (jobs={best['jobs']}), "
+          f"target {TARGET_PER_MINUTE:g}: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
