@@ -10,7 +10,7 @@ Usage (on a shared machine take the benchmark lock, so that no other timing run 
 
     flock /tmp/bench.lock python benchmarks/run_all.py            # full configurations
     flock /tmp/bench.lock python benchmarks/run_all.py --quick    # smaller configurations
-    python benchmarks/run_all.py --only throughput notebooks      # a subset (names without bench_)
+    python benchmarks/run_all.py --only training_throughput notebooks      # a subset (names without bench_)
 
 Exit status 1 when any benchmark failed (the table still lists the others).
 
@@ -161,7 +161,7 @@ def to_markdown(runs: list[dict], info: dict, quick: bool, total: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run every benchmark of the course, one after the other.")
     parser.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
-    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these (e.g. throughput notebooks)")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these (e.g. training_throughput notebooks)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per benchmark")
     args = parser.parse_args(argv)
     scripts = discover(args.only)
