@@ -6,12 +6,19 @@ with the change (removing a name? deprecate it first, see ``course_lib/_deprecat
 
     python tools/update_api_record.py            # rewrite tests/api_record.json from the live API
     python tools/update_api_record.py --check    # only compare; exit 1 and list the differences
+    python tools/update_api_record.py --modules  # print the public modules' names (for pdoc, see below)
 
 What counts as public: the names in ``course_lib.__all__`` and in the ``__all__`` of every submodule whose
 dotted name has no part starting with an underscore. For a function the record keeps its signature; for
 a class, its constructor's signature, its bases and the signatures of the public methods that
 ``course_lib`` itself defines (``forward`` included, ``nn.Module``'s own methods not); for anything else,
 its type.
+
+The same list of public modules feeds the API reference: pdoc documents a package's submodules only when its
+``__all__`` names them, and ``course_lib``'s ``__all__`` lists functions and classes, so the modules are given
+to pdoc explicitly (docs/instructors.md)::
+
+    python -m pdoc $(python tools/update_api_record.py --modules) -o docs/api
 """
 
 from __future__ import annotations
@@ -181,8 +188,12 @@ def format_differences(diff: dict[str, list[str]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 when the API differs")
+    parser.add_argument("--modules", action="store_true", help="print the public modules' names and exit")
     parser.add_argument("--record", type=Path, default=RECORD, help=f"record file (default: {RECORD})")
     args = parser.parse_args(argv)
+    if args.modules:
+        print(" ".join(public_modules()))
+        return 0
     live, errors = collect()
     if errors:
         for module, error in errors.items():
