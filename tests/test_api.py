@@ -184,8 +184,10 @@ def test_deprecated_alias_and_module_attributes() -> None:
     def causal(n: int) -> int:
         return n + 1
 
-    old = deprecated_alias("course_lib.masking.subsequent_mask", causal, replacement="course_lib.masking.causal_mask")
-    with pytest.warns(CourseDeprecationWarning, match="subsequent_mask is deprecated.*use course_lib.masking.causal_mask"):
+    old = deprecated_alias("course_lib.masking.subsequent_mask", causal,
+                           replacement="course_lib.masking.causal_mask")
+    with pytest.warns(CourseDeprecationWarning,
+                      match="subsequent_mask is deprecated.*use course_lib.masking.causal_mask"):
         assert old(1) == 2
     assert old.__name__ == "subsequent_mask"
 

@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT
 
 _spec = importlib.util.spec_from_file_location("update_api_record", ROOT / "tools" / "update_api_record.py")
@@ -50,8 +51,6 @@ def _documentable(obj: object) -> bool:
 
 def _mentions_tensors(obj: object) -> bool:
     """True when a tensor goes in or out (by the annotations), or the object is a module with a forward."""
-    import torch
-
     if inspect.isclass(obj):
         if issubclass(obj, torch.nn.Module):
             return True
@@ -149,8 +148,6 @@ def _doctests() -> list[doctest.DocTest]:
 
 
 def test_every_docstring_example_runs() -> None:
-    import torch
-
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     failures, count = [], 0
     for test in _doctests():
@@ -170,7 +167,7 @@ def test_the_checks_catch_a_missing_docstring_and_a_broken_example() -> None:
     def bare(x):
         return x
 
-    def tensor_fn(x: "torch.Tensor") -> "torch.Tensor":  # noqa: F821
+    def tensor_fn(x: torch.Tensor) -> torch.Tensor:
         """Doubles x.
 
         Example:
