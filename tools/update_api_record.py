@@ -88,7 +88,9 @@ def public_modules() -> list[str]:
     """``course_lib`` and every submodule without a leading underscore in its dotted name, sorted."""
     package = importlib.import_module(PACKAGE)
     names = [PACKAGE]
-    for info in pkgutil.walk_packages(package.__path__, prefix=f"{PACKAGE}."):
+    # A subpackage that fails to import is still listed (walk_packages cannot look inside it); collect()
+    # then reports its import error instead of leaving it out silently.
+    for info in pkgutil.walk_packages(package.__path__, prefix=f"{PACKAGE}.", onerror=lambda name: None):
         if any(part.startswith("_") for part in info.name.split(".")):
             continue
         names.append(info.name)
