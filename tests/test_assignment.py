@@ -128,6 +128,38 @@ def test_untouched_stubs_are_not_implemented_yet() -> None:
     assert run_check("kv_attention_step", StubStep).status == "not implemented yet"
 
 
+def _points_from_checks(namespace: dict) -> float:
+    """The points the in-notebook checks would give the exercise objects defined in ``namespace``."""
+    objects = {"kv_append": namespace["append_kv"], "kv_attention_step": namespace["CachedSelfAttention"],
+               "kv_decode_loop": namespace["TinyDecoder"]}
+    return sum(POINTS[name] for name, obj in objects.items() if run_check(name, obj).passed)
+
+
+def _exec_exercise_cells(nb: nbformat.NotebookNode) -> dict:
+    """Run the notebook's exercise cells (only them) in a namespace holding what the notebook imported."""
+    import math
+
+    from torch import nn
+
+    from course_lib.positional import sinusoidal_table
+
+    namespace = {"torch": torch, "nn": nn, "math": math, "sinusoidal_table": sinusoidal_table,
+                 "CachedAttention": CachedSelfAttention}  # what exercise 2's check leaves when it fails
+    for _, cell, _ in exercise_cells(nb):
+        exec(compile(cell.source, "<exercise cell>", "exec"), namespace)  # noqa: S102 - our own notebook
+    return namespace
+
+
+def test_in_notebook_checks_give_full_marks_to_the_solution_and_zero_to_the_stubs() -> None:
+    student = _load()
+    assert _points_from_checks(_exec_exercise_cells(solve(student))) == 8
+    assert _points_from_checks(_exec_exercise_cells(student)) == 0
+    stubbed = _exec_exercise_cells(student)
+    assert {run_check(n, stubbed[o]).status for n, o in
+            [("kv_append", "append_kv"), ("kv_attention_step", "CachedSelfAttention"),
+             ("kv_decode_loop", "TinyDecoder")]} == {"not implemented yet"}
+
+
 # --- the cache is right, against computations we did not write --------------------------------------------
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
