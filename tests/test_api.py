@@ -239,3 +239,12 @@ def test_warnings_module_filters_still_apply() -> None:
         warnings.simplefilter("error", CourseDeprecationWarning)
         with pytest.raises(CourseDeprecationWarning):
             f()
+
+
+def test_deprecation_docstring_examples_run() -> None:
+    import doctest
+
+    import course_lib._deprecation as module
+
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 10 and result.failed == 0

@@ -338,3 +338,12 @@ def test_grading_a_later_exercise_when_an_earlier_one_is_a_stub(tmp_path: Path) 
     report = json.loads((out / "partial.json").read_text())
     scores = {e["exercise"]: e["score"] for e in report["exercises"]}
     assert scores == {**POINTS, "kv_attention_step": 0}, report["exercises"]
+
+
+def test_reference_docstring_examples_run() -> None:
+    import doctest
+
+    import kv_cache_reference
+
+    result = doctest.testmod(kv_cache_reference, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 15 and result.failed == 0
