@@ -10,9 +10,11 @@ What it measures
 - model FLOPs utilisation (MFU): the model's analytic FLOPs per step (3 x forward: the backward pass costs
   about twice the forward's matrix products) divided by the step time and by the measured mm throughput.
 
-The two models alternate (A, B, A, B, ...) in every repeat so that a change in machine load hits both;
-the table reports medians of the repeats. Targets (issue 8): the course's model at least as fast per
-training token as nn.Transformer, and at least half of the measured mm throughput in model FLOPs.
+The two models alternate (A B, B A, ...) so that a change in machine load hits both; the mm throughput is
+measured again right before each model's steps, and the table reports medians over the repeats of the
+step time, of the per-repeat course/torch ratio and of the per-repeat MFU. Targets (issue 8): the course's
+model at least as fast per training token as nn.Transformer, and at least half of the measured mm
+throughput in model FLOPs.
 
 Run (timing runs on the shared machine go through the lock)::
 
@@ -61,13 +63,13 @@ class Config:
     tgt_len: int = 32
     dropout: float = 0.1
     warmup_steps: int = 2
-    timed_steps: int = 5
-    repeats: int = 5
+    timed_steps: int = 3
+    repeats: int = 9
     mm_size: int = 1024
 
     @classmethod
     def quick(cls) -> Config:
-        return cls(num_layers=2, batch=16, timed_steps=3, repeats=3)
+        return cls(num_layers=2, batch=16, timed_steps=2, repeats=5)
 
 
 class TorchTransformerModel(nn.Module):
@@ -121,6 +123,32 @@ def forward_flops(cfg: Config) -> int:
     return 2 * macs * cfg.batch
 
 
+def attention_core_flops(cfg: Config) -> int:
+    """The part of :func:`forward_flops` spent in Q K^T and weights @ V (PyTorch's FLOP counter skips it)."""
+    d, n, m = cfg.d_model, cfg.src_len, cfg.tgt_len
+    macs = cfg.num_layers * (2 * n * n * d + 2 * m * m * d + 2 * m * n * d)
+    return 2 * macs * cfg.batch
+
+
+def check_flop_formula(model: nn.Module, cfg: Config, batch: tuple[torch.Tensor, ...]) -> int:
+    """Verify :func:`forward_flops` against ``torch.utils.flop_counter`` on one forward pass; return its count.
+
+    The counter sees every linear layer; whether it also counts the attention kernel depends on which kernel
+    PyTorch picks (it does with autograd on, not for every fused inference kernel), so the count must equal
+    the whole formula or the formula without :func:`attention_core_flops`.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(batch[0], batch[1])
+    counted = counter.get_total_flops()
+    if counted not in (forward_flops(cfg), forward_flops(cfg) - attention_core_flops(cfg)):
+        raise AssertionError(f"FLOP formula disagrees with FlopCounterMode: counted {counted}, formula "
+                             f"{forward_flops(cfg)} ({attention_core_flops(cfg)} of it in attention)")
+    return counted
+
+
 def mm_flops_per_second(size: int, repeats: int = 7, calls: int = 5) -> float:
     """Median float32 ``torch.mm`` throughput (FLOP/s) on two ``size x size`` matrices."""
     a, b = torch.randn(size, size), torch.randn(size, size)
@@ -168,35 +196,45 @@ def run(cfg: Config) -> dict:
     tgt = torch.randint(1, cfg.vocab_size, (cfg.batch, cfg.tgt_len + 1), generator=gen)
     batch = (src, tgt[:, :-1], tgt[:, 1:])
 
-    mm_before = mm_flops_per_second(cfg.mm_size)
+    for model in models.values():
+        check_flop_formula(model, cfg, batch)
     for name, model in models.items():
         model.train()
         time_steps(model, optimizers[name], batch, cfg.warmup_steps)
+    step_flops = 3 * forward_flops(cfg)
+    tokens = cfg.batch * cfg.tgt_len
     seconds: dict[str, list[float]] = {name: [] for name in models}
+    mm_rates: dict[str, list[float]] = {name: [] for name in models}
     for r in range(cfg.repeats):
         order = list(models) if r % 2 == 0 else list(reversed(models))  # A B, then B A: fair to both
         for name in order:
+            # the machine's mm rate right before this model's steps: the MFU of a repeat compares the two
+            # under the same load, which on a shared machine changes from one minute to the next
+            mm_rates[name].append(mm_flops_per_second(cfg.mm_size, repeats=3, calls=3))
             seconds[name].append(time_steps(models[name], optimizers[name], batch, cfg.timed_steps))
-    mm_after = mm_flops_per_second(cfg.mm_size)
-    mm_rate = statistics.median([mm_before, mm_after])
-
-    step_flops = 3 * forward_flops(cfg)
-    tokens = cfg.batch * cfg.tgt_len
     rows = {}
     for name, times in seconds.items():
         step = statistics.median(times)
+        mfus = [step_flops / t / mm for t, mm in zip(times, mm_rates[name], strict=True)]
         rows[name] = {
             "step_seconds_median": step,
+            "step_seconds_min": min(times),
             "step_seconds_all": times,
+            "mm_flops_per_second_all": mm_rates[name],
             "tokens_per_second": tokens / step,
             "model_tflops_per_second": step_flops / step / 1e12,
-            "mfu": step_flops / step / mm_rate,
+            "mfu": statistics.median(mfus),
+            "mfu_all": mfus,
+            "mfu_at_fastest_step": step_flops / min(times) / max(mm_rates[name]),
             "parameters": params[name],
         }
-    ratio = rows["course_lib Transformer"]["tokens_per_second"] / rows["nn.Transformer"]["tokens_per_second"]
+    course, torch_ = seconds["course_lib Transformer"], seconds["nn.Transformer"]
+    paired = [b / a for a, b in zip(course, torch_, strict=True)]  # tokens/s ratio within one repeat
+    ratio = statistics.median(paired)
+    mm_rate = statistics.median(mm_rates["course_lib Transformer"] + mm_rates["nn.Transformer"])
     return {"config": asdict(cfg), "threads": torch.get_num_threads(), "mm_flops_per_second": mm_rate,
-            "mm_before_after": [mm_before, mm_after], "step_flops": step_flops, "tokens_per_step": tokens,
-            "models": rows, "course_over_torch_tokens_per_second": ratio}
+            "step_flops": step_flops, "tokens_per_step": tokens, "models": rows,
+            "course_over_torch_tokens_per_second": ratio, "paired_ratios": paired}
 
 
 def to_markdown(result: dict, machine: dict, quick: bool) -> str:
@@ -211,31 +249,39 @@ def to_markdown(result: dict, machine: dict, quick: bool) -> str:
         f"Medians of {cfg['repeats']} repeats of {cfg['timed_steps']} steps (after {cfg['warmup_steps']} "
         f"warm-up steps), the two models alternating.",
         "",
-        f"Machine float32 `torch.mm` ({cfg['mm_size']}x{cfg['mm_size']}): "
-        f"{result['mm_flops_per_second'] / 1e9:.1f} GFLOP/s (median of before "
-        f"{result['mm_before_after'][0] / 1e9:.1f} and after {result['mm_before_after'][1] / 1e9:.1f}). "
-        f"Model FLOPs per training step (3 x forward matrix products): {result['step_flops'] / 1e9:.2f} GFLOP.",
+        f"Machine float32 `torch.mm` ({cfg['mm_size']}x{cfg['mm_size']}), measured right before each model's "
+        f"steps in every repeat: median {result['mm_flops_per_second'] / 1e9:.1f} GFLOP/s. Model FLOPs per "
+        f"training step (3 x forward matrix products): {result['step_flops'] / 1e9:.2f} GFLOP. The MFU of a "
+        f"repeat divides the model's FLOP/s by the mm rate measured just before it; the table gives medians. "
+        f"The FLOP formula was checked in this run against `torch.utils.flop_counter.FlopCounterMode` on a "
+        f"forward pass of each model.",
         "",
-        "| model | parameters | step (s, median) | target tokens/s | model GFLOP/s | MFU vs measured mm |",
-        "|---|---|---|---|---|---|",
+        "| model | parameters | step (s, median) | step (s, fastest) | target tokens/s (median) | "
+        "model GFLOP/s (median) | MFU vs measured mm (median) | MFU at the fastest step |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, row in result["models"].items():
         lines.append(f"| {name} | {row['parameters']:,} | {row['step_seconds_median']:.3f} | "
-                     f"{row['tokens_per_second']:,.0f} | {row['model_tflops_per_second'] * 1e3:.1f} | "
-                     f"{row['mfu']:.0%} |")
+                     f"{row['step_seconds_min']:.3f} | {row['tokens_per_second']:,.0f} | "
+                     f"{row['model_tflops_per_second'] * 1e3:.1f} | {row['mfu']:.0%} | "
+                     f"{row['mfu_at_fastest_step']:.0%} |")
     ratio = result["course_over_torch_tokens_per_second"]
     course_mfu = result["models"]["course_lib Transformer"]["mfu"]
     lines += [
         "",
-        f"course_lib / nn.Transformer tokens per second: **{ratio:.2f}** "
+        f"course_lib / nn.Transformer tokens per second, median of the per-repeat ratios: **{ratio:.2f}** "
         f"(target >= 1.00: {'met' if ratio >= 1.0 else 'NOT met'}; differences of a few per cent are "
         f"within the noise of this machine).",
         f"course_lib MFU: **{course_mfu:.0%}** of measured mm throughput (target >= 50%: "
         f"{'met' if course_mfu >= 0.5 else 'NOT met'}).",
         "",
-        "All step times (s): " + "; ".join(
+        "Per repeat: step times (s) " + "; ".join(
             f"{name}: " + ", ".join(f"{t:.3f}" for t in row["step_seconds_all"])
-            for name, row in result["models"].items()),
+            for name, row in result["models"].items())
+        + "; mm GFLOP/s " + "; ".join(
+            f"{name}: " + ", ".join(f"{m / 1e9:.0f}" for m in row["mm_flops_per_second_all"])
+            for name, row in result["models"].items())
+        + "; course/torch ratios " + ", ".join(f"{x:.2f}" for x in result["paired_ratios"]) + ".",
         "",
         "Measured on a shared, noisy machine (other jobs were running); the ratio is more trustworthy than "
         "the absolute numbers because both models are measured in the same run, alternating.",
