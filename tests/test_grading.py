@@ -203,6 +203,9 @@ def test_unreadable_submissions_are_described_not_raised(tmp_path: Path) -> None
     assert problem == "" and cells == [(0, ""), (2, "ab")]
     bad.write_text("[" * 100_000 + "]" * 100_000)
     assert read_submission(bad, 1 << 20)[3]
+    deep = "x = " + "(" * 150 + "1" + ")" * 150 + "\n" + "-" * 100_000 + "1\n"
+    assert check_source(deep, stable_softmax, NAMESPACE)  # refused, not a crash
+    assert check_source("x = 1\0", stable_softmax, NAMESPACE)[0].kind == "syntax"
     big = tmp_path / "big.ipynb"
     big.write_bytes(b" " * (2 << 20))
     assert "over the grader's limit" in read_submission(big, 1 << 20)[3]
@@ -243,7 +246,7 @@ def test_a_submission_of_no_known_notebook_gets_a_report(tmp_path: Path) -> None
 # Graded in kernels: notebook 00
 # ---------------------------------------------------------------------------------------------------
 
-CONFIG = dict(cell_timeout=8.0, total_timeout=120.0, memory_mb=1024, seed=12345)
+CONFIG = dict(cell_timeout=8.0, total_timeout=240.0, memory_mb=1024, seed=12345)
 
 NB00_ATTACKS: dict[str, tuple[str, str, str]] = {
     # name: (exercise cell source, expected status, a phrase of the message)

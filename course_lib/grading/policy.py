@@ -308,6 +308,8 @@ def check_source(source: str, own_reference: Any = None, namespace: Mapping[str,
     """
     try:
         tree = ast.parse(source)
+    except (ValueError, RecursionError, MemoryError) as err:
+        return [Violation(0, f"cannot be read as Python ({type(err).__name__})", "syntax")]
     except SyntaxError as err:
         magic = [i for i, line in enumerate(source.splitlines(), 1) if line.lstrip().startswith(("%", "!"))]
         if magic:
@@ -324,7 +326,10 @@ def check_source(source: str, own_reference: Any = None, namespace: Mapping[str,
             visitor.defined.add(node.name)
         elif isinstance(node, ast.arg):
             visitor.defined.add(node.arg)
-    visitor.visit(tree)
+    try:
+        visitor.visit(tree)
+    except RecursionError:
+        return [Violation(0, "is nested too deeply to be checked", "hostile")]
     unique: dict[tuple[int, str], Violation] = {}
     for v in visitor.violations:
         unique.setdefault((v.line, v.reason), v)

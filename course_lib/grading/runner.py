@@ -141,7 +141,7 @@ def _defined_names(source: str) -> list[str]:
     """Top-level function, class and assignment names a cell defines (regex fallback if it does not parse)."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return re.findall(r"^(?:def|class)\s+([A-Za-z_]\w*)", source, flags=re.MULTILINE)
     names = []
     for node in tree.body:
@@ -153,6 +153,7 @@ def _defined_names(source: str) -> list[str]:
 
 
 def _assigned_names(source: str) -> list[str]:
+    """Names a cell assigns at top level (``softmax_fn = check(...)`` gives ``["softmax_fn"]``)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -190,6 +191,8 @@ def _setup_imports(cells: Sequence[Any], skip: set[int]) -> list[str]:
 
 @dataclass
 class ExerciseSpec:
+    """One exercise of a course copy: where its stub is, the name it defines, its hidden cases and outputs."""
+
     exercise: Exercise
     index: int  # cell index in the course's copy
     stub: str
@@ -289,9 +292,12 @@ def read_submission(path: Path, max_bytes: int) -> tuple[dict[str, Any] | None, 
         return None, [], "", (f"the file is {size / 2**20:.1f} MB, over the grader's limit of "
                               f"{max_bytes / 2**20:.0f} MB (outputs or data saved in the notebook?)")
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:  # at most max_bytes + 1, whatever stat said (a FIFO, /dev/zero...)
+            raw = f.read(max_bytes + 1)
     except OSError as err:
         return None, [], "", f"cannot read the file ({err.strerror})"
+    if len(raw) > max_bytes:
+        return None, [], "", f"the file is over the grader's limit of {max_bytes / 2**20:.0f} MB"
     digest = hashlib.sha256(raw).hexdigest()
     try:
         nb = json.loads(raw.decode("utf-8"))
@@ -336,7 +342,7 @@ def _is_stub(source: str, stub: str) -> bool:
         return True
     try:
         return ast.dump(ast.parse(source)) == ast.dump(ast.parse(stub))
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
 
 
