@@ -84,7 +84,8 @@ ORDINARY = [
     "    m = x.amax(dim=dim, keepdim=True)\n    e = torch.exp(x - m)\n    return e / e.sum(dim=dim, keepdim=True)\n",
     "from __future__ import annotations\nimport numpy as np\nfrom collections import OrderedDict\n" + HDR +
     "    return torch.softmax(x, dim=dim)\n",
-    "class Block(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n        self.w = nn.Linear(d, d)\n"
+    "class Block(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
+    "        self.w = nn.Linear(d, d)\n"
     "    def forward(self, x):\n        return F.relu(self.w(x)) + type(self).__name__.count('B')\n",
     "from course_lib.runtime import set_seed\n" + HDR + "    '''Shift by the max; 100% stable.'''\n    return x\n",
 ]
@@ -376,7 +377,8 @@ RUNTIME_ATTACKS = {
     2: ("import os\ndef fx_attend(q, k, v):\n    return q, k\nos._exit(1)\n", "error"),
     3: ("get_ipython().input_transformers_cleanup.append(lambda lines: [])\n"
         "class FxScale(nn.Module):\n    def __init__(self, d):\n        super().__init__()\n"
-        "        self.weight = nn.Parameter(torch.ones(d))\n    def forward(self, x):\n        return x * self.weight\n",
+        "        self.weight = nn.Parameter(torch.ones(d))\n"
+        "    def forward(self, x):\n        return x * self.weight\n",
         "error"),
 }
 

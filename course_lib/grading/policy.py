@@ -27,7 +27,7 @@ wrong answer pass.
 
 Example:
     >>> from course_lib.basics import stable_softmax
-    >>> src = "from course_lib.basics import stable_softmax as s\\ndef stable_softmax(x, dim=-1):\\n    return s(x, dim)"
+    >>> src = "from course_lib.basics import stable_softmax as s\\ndef stable_softmax(x):\\n    return s(x)"
     >>> [v.reason.split(":")[0] for v in check_source(src, own_reference=stable_softmax)]
     ['uses the reference implementation']
 """

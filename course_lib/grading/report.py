@@ -59,7 +59,8 @@ def to_markdown(report: SubmissionReport) -> str:
             for r in details:
                 lines += ["", f"### `{r.exercise}`: {r.status}", "", r.message or "(no message)"]
                 if r.cell is not None:
-                    lines.append(f"\n- graded cell: cell {r.cell} of the submission" + (f", {r.line}" if r.line else ""))
+                    where = f", {r.line}" if r.line else ""
+                    lines.append(f"\n- graded cell: cell {r.cell} of the submission{where}")
                 if r.hint:
                     lines.append(f"- hint: {r.hint}")
     lines += ["", "---", "", f"- graded at {report.graded_at} in {report.elapsed_s:.1f} s "
