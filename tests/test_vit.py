@@ -282,8 +282,9 @@ def test_split_is_fixed_stratified_and_disjoint() -> None:
         counts = torch.bincount(getattr(a, f"{part}_y"), minlength=10).float()
         expected = total * len(getattr(a, f"{part}_y")) / len(labels)
         assert (counts - expected).abs().max() <= 1.5, part  # stratified: proportions kept
+
     def rows(x: torch.Tensor, y: torch.Tensor) -> list[tuple]:
-        return sorted(tuple(r.tolist()) + (int(c),) for r, c in zip(x.reshape(len(x), -1), y))
+        return sorted(tuple(r.tolist()) + (int(c),) for r, c in zip(x.reshape(len(x), -1), y, strict=True))
 
     parts = rows(torch.cat([a.train_x, a.val_x, a.test_x]), torch.cat([a.train_y, a.val_y, a.test_y]))
     assert parts == rows(images, labels)  # the three parts are a partition of the 1,797 digits
