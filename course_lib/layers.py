@@ -416,6 +416,15 @@ def copy_attention_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAtte
 
     PyTorch stores W_Q, W_K, W_V stacked in one ``in_proj_weight`` of shape (3 * d_model, d_model) (rows
     0..d-1 are W_Q, then W_K, then W_V) and W_O in ``out_proj``; the course keeps four ``nn.Linear``.
+    Shapes: every weight (d_model, d_model), every bias (d_model,), on both sides.
+
+    Example:
+        >>> theirs = nn.MultiheadAttention(8, 2, batch_first=True)
+        >>> ours = MultiHeadAttention(8, 2)
+        >>> copy_attention_from_torch(ours, theirs)
+        >>> x = torch.randn(1, 3, 8)
+        >>> torch.allclose(ours(x, x, x)[0], theirs(x, x, x)[0], atol=1e-6)
+        True
     """
     if theirs.in_proj_weight is None:
         raise ValueError("copy_attention_from_torch: nn.MultiheadAttention with kdim/vdim != embed_dim "

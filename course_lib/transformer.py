@@ -116,6 +116,14 @@ class Transformer(nn.Module):
 
     Shapes: ``src`` (batch, src_len), ``tgt_in`` (batch, tgt_len) integer ids ->
     logits (batch, tgt_len, tgt_vocab_size).
+
+    Example:
+        >>> model = Transformer(20, 30, d_model=32, num_heads=4, num_encoder_layers=1, num_decoder_layers=1,
+        ...                     d_ff=64).eval()
+        >>> model(torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 8, 9]])).shape
+        torch.Size([1, 3, 30])
+        >>> model.generator.weight is model.tgt_embed.weight   # tied (tie_embeddings=True)
+        True
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8,
@@ -224,7 +232,12 @@ class Transformer(nn.Module):
 
 @dataclass(frozen=True)
 class PaperConfig:
-    """One row of the paper's Table 3: sizes, and the parameter count the paper reports."""
+    """One row of the paper's Table 3: sizes, and the parameter count the paper reports (in millions).
+
+    Example:
+        >>> PAPER_BASE.kwargs()["d_ff"], PAPER_BASE.paper_params
+        (2048, 65)
+    """
 
     name: str
     d_model: int
@@ -268,6 +281,10 @@ def transformer_parameter_count(vocab_size: int, d_model: int, num_heads: int, n
     and a third LayerNorm. ``shared_embeddings`` counts the (vocab_size, d_model) matrices: 1 when source
     embedding, target embedding and output projection are one matrix (the paper), 2 with separate source and
     target embeddings and a tied output, 3 with nothing shared.
+
+    Example:
+        >>> transformer_parameter_count(37000, d_model=512, num_heads=8, num_layers=6, d_ff=2048)  # base
+        63082496
     """
     if d_model % num_heads:
         raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
