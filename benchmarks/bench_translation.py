@@ -31,8 +31,15 @@ from torch import nn
 from course_lib.decoding import translate
 from course_lib.metrics import translation_scores
 from course_lib.runtime import set_seed
-from course_lib.text import (BPETokenizer, CharTokenizer, TranslationDataset, Vocab, WordTokenizer, make_loader,
-                             make_number_corpus)
+from course_lib.text import (
+    BPETokenizer,
+    CharTokenizer,
+    TranslationDataset,
+    Vocab,
+    WordTokenizer,
+    make_loader,
+    make_number_corpus,
+)
 from course_lib.training import label_smoothed_cross_entropy, make_optimizer, make_scheduler, train
 from course_lib.transformer import Transformer
 
@@ -154,34 +161,35 @@ def main() -> None:
         "",
         f"Measured by `benchmarks/bench_translation.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__} with "
-        f"{torch.get_num_threads()} threads. **A shared, noisy machine**: other jobs ran at the same time (load average "
+        f"{torch.get_num_threads()} threads. **A shared, noisy machine**: other jobs ran at the same time "
+        f"(load average "
         f"{load_before[0]:.1f} before, {load_after[0]:.1f} after, on 2 cores), so seconds are upper bounds of what an "
         f"idle two-core laptop takes; step counts and scores do not depend on the load.",
         "",
-        f"Configuration (the notebook's default): {CONFIG}, {args.steps} steps; corpus: 40 000 training numbers below one "
-        f"million, 2 000 test numbers never seen in training; BPE targets.",
+        f"Configuration (the notebook's default): {CONFIG}, {args.steps} steps; corpus: 40 000 training "
+        f"numbers below one million, 2 000 test numbers never seen in training; BPE targets.",
         "",
         "## Default run, per seed (test set of 2 000 numbers)",
         "",
-        "| seed | steps | training s | target tok/s | greedy exact % | greedy chrF | greedy BLEU(char) | beam-4 exact % "
-        "| beam-4 chrF | beam-4 BLEU(char) | beam chrF - greedy chrF |",
+        "| seed | steps | training s | target tok/s | greedy exact % | greedy chrF | greedy BLEU(char) "
+        "| beam-4 exact % | beam-4 chrF | beam-4 BLEU(char) | beam chrF - greedy chrF |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(f"| {r['seed']} | {r['steps']} | {r['train_s']:.0f} | {r['tok_s']:,.0f} | {r['greedy_exact']:.2f} | "
-                     f"{r['greedy_chrF']:.2f} | {r['greedy_BLEU(char)']:.2f} | {r['beam4_exact']:.2f} | {r['beam4_chrF']:.2f} "
-                     f"| {r['beam4_BLEU(char)']:.2f} | {r['beam4_chrF'] - r['greedy_chrF']:+.3f} |")
+        lines.append(f"| {r['seed']} | {r['steps']} | {r['train_s']:.0f} | {r['tok_s']:,.0f} "
+                     f"| {r['greedy_exact']:.2f} | {r['greedy_chrF']:.2f} | {r['greedy_BLEU(char)']:.2f} "
+                     f"| {r['beam4_exact']:.2f} | {r['beam4_chrF']:.2f} | {r['beam4_BLEU(char)']:.2f} | {r['beam4_chrF'] - r['greedy_chrF']:+.3f} |")
     lines += [
-        f"| **median** | {args.steps} | **{med('train_s'):.0f}** | {med('tok_s'):,.0f} | **{med('greedy_exact'):.2f}** | "
-        f"**{med('greedy_chrF'):.2f}** | {med('greedy_BLEU(char)'):.2f} | {med('beam4_exact'):.2f} | {med('beam4_chrF'):.2f} | "
-        f"{med('beam4_BLEU(char)'):.2f} | |",
+        f"| **median** | {args.steps} | **{med('train_s'):.0f}** | {med('tok_s'):,.0f} "
+        f"| **{med('greedy_exact'):.2f}** | **{med('greedy_chrF'):.2f}** | {med('greedy_BLEU(char)'):.2f} "
+        f"| {med('beam4_exact'):.2f} | {med('beam4_chrF'):.2f} | {med('beam4_BLEU(char)'):.2f} | |",
         "",
         f"Beam search never worse than greedy on chrF: "
         f"{'yes' if all(r['beam4_chrF'] >= r['greedy_chrF'] for r in rows) else 'NO'} "
         f"({sum(r['beam4_chrF'] >= r['greedy_chrF'] for r in rows)} of {len(rows)} seeds).",
         "",
-        f"## Character vs sub-word targets, the same model for the same time ({args.compare_seconds:.0f} s of training, "
-        f"seed 0, first 1 000 test numbers)",
+        f"## Character vs sub-word targets, the same model for the same time "
+        f"({args.compare_seconds:.0f} s of training, seed 0, first 1 000 test numbers)",
         "",
         "| targets | steps done | training s | exact % | chrF | BLEU(char) |",
         "|---|---|---|---|---|---|",

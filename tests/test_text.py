@@ -98,7 +98,8 @@ def test_bpe_bad_arguments() -> None:
 
 def test_vocab_specials_lookups_and_unknowns() -> None:
     v = Vocab.build([["b", "a", "b"], ["c"]])
-    assert v.itos[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"] and (v.pad_id, v.bos_id, v.eos_id, v.unk_id) == (0, 1, 2, 3)
+    assert v.itos[:4] == ["<pad>", "<bos>", "<eos>", "<unk>"]
+    assert (v.pad_id, v.bos_id, v.eos_id, v.unk_id) == (0, 1, 2, 3)
     assert v.itos[4] == "b"  # most frequent first
     assert [v.lookup_token(v.lookup_id(t)) for t in "abc"] == list("abc")
     assert v.encode(["a", "zzz"]) == [v.stoi["a"], 3]
