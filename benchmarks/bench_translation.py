@@ -178,7 +178,8 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['seed']} | {r['steps']} | {r['train_s']:.0f} | {r['tok_s']:,.0f} "
                      f"| {r['greedy_exact']:.2f} | {r['greedy_chrF']:.2f} | {r['greedy_BLEU(char)']:.2f} "
-                     f"| {r['beam4_exact']:.2f} | {r['beam4_chrF']:.2f} | {r['beam4_BLEU(char)']:.2f} | {r['beam4_chrF'] - r['greedy_chrF']:+.3f} |")
+                     f"| {r['beam4_exact']:.2f} | {r['beam4_chrF']:.2f} | {r['beam4_BLEU(char)']:.2f} "
+                     f"| {r['beam4_chrF'] - r['greedy_chrF']:+.3f} |")
     lines += [
         f"| **median** | {args.steps} | **{med('train_s'):.0f}** | {med('tok_s'):,.0f} "
         f"| **{med('greedy_exact'):.2f}** | **{med('greedy_chrF'):.2f}** | {med('greedy_BLEU(char)'):.2f} "
