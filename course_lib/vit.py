@@ -429,7 +429,7 @@ def vit_parameter_count(image_size: int = 224, patch_size: int = 16, in_channels
 
 
 class SmallCNN(nn.Module):
-    """The convolutional baseline of notebook 08: two 3x3 conv blocks, then a linear classifier.
+    """The convolutional baseline of notebook 08: three 3x3 convolutions, pooling, a linear classifier.
 
     Its priors are exactly what a ViT lacks: locality (3x3 kernels) and translation equivariance (shared
     weights, pooling). About 56k parameters.
