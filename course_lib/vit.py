@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from course_lib.layers import EncoderLayer
+from course_lib.transformer import count_parameters  # re-exported: one definition for the course
 
 __all__ = [
     "check_patchable",
@@ -387,11 +388,6 @@ def position_similarity(model: VisionTransformer) -> torch.Tensor:
     sim = unit @ unit.T  # (N, N)
     gh, gw = model.grid_size
     return sim.reshape(gh, gw, gh, gw).cpu()
-
-
-def count_parameters(model: nn.Module) -> int:
-    """The number of trainable parameters of ``model`` (works on the meta device: nothing is allocated)."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 # ViT-Base/16 (the paper's Table 1: 12 layers, D = 768, MLP 3072, 12 heads, 86M parameters) on 224 x 224

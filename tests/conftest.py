@@ -13,3 +13,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+# The grading fixtures are submissions to grade (some hostile on purpose), not notebooks for nbval to run.
+collect_ignore_glob = ["grading_fixtures/*"]

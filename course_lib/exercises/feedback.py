@@ -202,7 +202,7 @@ def check(name: str, impl: Any) -> Callable[..., Any]:
     Example:
         >>> from course_lib.basics import stable_softmax
         >>> fn = check("stable_softmax", stable_softmax)
-        ✅ stable_softmax: passed (4/4 cases)
+        ✅ stable_softmax: passed (5/5 cases)
     """
     result = run_check(name, impl)
     print(result)

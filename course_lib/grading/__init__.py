@@ -18,23 +18,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+from .cli import grade_many
+from .policy import check_source
+from .runner import ExerciseResult, GradeConfig, SubmissionReport, grade_submission
 
 __all__ = ["GradeConfig", "SubmissionReport", "ExerciseResult", "grade_submission", "grade_many", "check_source"]
-
-
-def __getattr__(name: str) -> Any:
-    # Imported lazily: `import course_lib.grading.harness` in the grading kernel must not pay for nbclient.
-    if name in ("GradeConfig", "SubmissionReport", "ExerciseResult", "grade_submission"):
-        from . import runner
-
-        return getattr(runner, name)
-    if name == "grade_many":
-        from .cli import grade_many
-
-        return grade_many
-    if name == "check_source":
-        from .policy import check_source
-
-        return check_source
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -62,6 +62,7 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``course-grade``: grade the submissions named in ``argv``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="course-grade", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("submissions", nargs="+", type=Path, help="submitted .ipynb files (or folders of them)")

@@ -34,6 +34,7 @@ def report_name(submission: str, taken: set[str]) -> str:
 
 
 def write_json(report: SubmissionReport, path: Path) -> None:
+    """Write ``report`` as JSON (UTF-8, indented) to ``path``."""
     path.write_text(json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -77,6 +78,7 @@ def to_markdown(report: SubmissionReport) -> str:
 
 
 def write_markdown(report: SubmissionReport, path: Path) -> None:
+    """Write ``report`` as a readable Markdown page to ``path``."""
     path.write_text(to_markdown(report), encoding="utf-8")
 
 
