@@ -47,7 +47,8 @@ def time_notebook(path: Path, timeout: int) -> tuple[float, str]:
         execute_notebook(nb, cwd=path.parent, timeout=timeout)
         status = "ok"
     except Exception as err:  # noqa: BLE001 - reported in the table, the other notebooks still run
-        status = f"failed: {type(err).__name__}: {str(err).strip().splitlines()[-1][:120] if str(err) else ''}"
+        lines = [line.strip() for line in str(err).splitlines() if line.strip().strip("-")]
+        status = f"failed: {type(err).__name__}: {lines[-1][:120] if lines else ''}"
     return time.perf_counter() - start, status
 
 
