@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.course-installed
 
-.PHONY: lab test env solutions release grade-example clean-env
+.PHONY: lab test env solutions release clean-env
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is needed, found " + sys.version.split()[0]'

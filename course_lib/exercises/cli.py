@@ -25,6 +25,9 @@ def _load(path: Path) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     module = nb.metadata.get("course", {}).get("checks")
     if module:
+        folder = str(path.resolve().parent)  # an assignment's checks module sits beside its notebook
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         importlib.import_module(module)  # registers the notebook's exercises
     return nb
 

@@ -220,6 +220,10 @@ def register(exercise: Exercise) -> Exercise:
         caller = inspect.stack()[1].frame.f_globals.get("__name__", "")
         exercise.declared_in = caller
     previous = _REGISTRY.get(name)
+    if previous is not None and previous.declared_in == exercise.declared_in and (
+            getattr(previous.reference, "__qualname__", None) != getattr(exercise.reference, "__qualname__", None)
+            or previous.notebook != exercise.notebook):
+        raise ExerciseDefinitionError(f"exercise name {name!r} is declared twice in {exercise.declared_in}")
     if previous is not None and previous.declared_in != exercise.declared_in:
         raise ExerciseDefinitionError(
             f"exercise name {name!r} is used twice: in {previous.declared_in} and in {exercise.declared_in}"
