@@ -178,9 +178,19 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
 
     workdir = make_workdir()
     outcomes: dict[str, dict[str, Any]] = {}
-    fine: list[dict[str, Any]] = []
     starts = 0
     todo = [it for it in items if it["cell"] is not None]
+    # A skipped exercise (stub left, forbidden, missing) still binds the names its check cell would define
+    # (``xxx_fn`` = the reference), so that a later exercise using them runs, as it does in the notebook.
+    pending: list[str] = []
+    for it in items:
+        if it["cell"] is None:
+            fill = _checkfill_source(it["spec"])
+            if fill:
+                pending.append(fill)
+        else:
+            it["prefills"], pending = pending, []
+    replay: list[str] = []  # what a fresh kernel must run again after a restart, in order
     for number, item in enumerate(todo):
         spec = item["spec"]
         item["stem"] = f"ex{number}_{secrets.token_hex(4)}"
@@ -217,22 +227,25 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
                     for item in todo[position:]:
                         outcomes[item["spec"].exercise.name] = {"status": "error", "message": message}
                     break
-                for item in fine:  # replay what ran cleanly before the restart
-                    session.run(item["cell"])
-                    if item.get("checkfill"):
-                        session.run(item["checkfill"])
+                for source in replay:  # replay what ran cleanly (and the names bound) before the restart
+                    session.run(source)
                 restart = False
                 while position < len(todo) and not restart:
                     item = todo[position]
                     position += 1
                     name = item["spec"].exercise.name
                     item["checkfill"] = _checkfill_source(item["spec"])
+                    for fill in item.get("prefills", []):
+                        session.run(fill)
+                        replay.append(fill)
                     kind, cell = session.run(item["cell"])
                     if kind in ("timeout", "timeout-total", "dead"):
                         outcomes[name] = {
                             "status": "timeout" if kind.startswith("timeout") else "error",
                             "message": _timeout_message(kind, config, "the exercise cell") if kind != "dead" else
                             "the exercise cell stopped the kernel (it crashed, exited or ran out of memory)"}
+                        if item["checkfill"]:
+                            replay.append(item["checkfill"])
                         restart = True
                         continue
                     if kind == "error":
@@ -244,6 +257,7 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
                                           (f" (over the memory limit of {config.memory_mb} MB)" if memory else "")}
                         if item["checkfill"]:
                             session.run(item["checkfill"])
+                            replay.append(item["checkfill"])
                         continue
                     kind, _ = session.run(_harness_source(item["manifest"]))
                     outputs = H.read_outputs(workdir, item["stem"], item["nonce"])
@@ -258,12 +272,15 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
                             outcomes[name] = {"status": "error", "message": "the grader's harness cell did not run "
                                               "or its output was altered: the exercise cell changed how the "
                                               "kernel runs later cells"}
+                        if item["checkfill"]:
+                            replay.append(item["checkfill"])
                         restart = True
                         continue
                     outcomes[name] = {"status": "ran", "outputs": outputs}
-                    fine.append(item)
+                    replay.append(item["cell"])
                     if item["checkfill"]:
                         session.run(item["checkfill"])
+                        replay.append(item["checkfill"])
             finally:
                 session.__exit__(None, None, None)
         for item in todo:
