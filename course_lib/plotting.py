@@ -20,6 +20,7 @@ def plot_attention(
     y_labels: Sequence[str] | None = None,
     ax: plt.Axes | None = None,
     title: str | None = None,
+    annotate: bool = False,
 ) -> plt.Axes:
     """Draw one attention weight matrix as a heatmap: one row per query, one column per key.
 
@@ -31,6 +32,7 @@ def plot_attention(
         y_labels: the queries' labels (``seq_q`` strings), or None for indices.
         ax: where to draw; a new figure when None.
         title: optional title.
+        annotate: write each weight in its cell (for small matrices you follow by hand).
 
     Returns:
         The ``Axes`` drawn on.
@@ -55,6 +57,12 @@ def plot_attention(
     ax.set_xticks(range(seq_k), [str(s) for s in x_labels] if x_labels is not None else range(seq_k),
                   rotation=90 if long_labels else 0)
     ax.set_yticks(range(seq_q), [str(s) for s in y_labels] if y_labels is not None else range(seq_q))
+    if annotate:
+        for i in range(seq_q):
+            for j in range(seq_k):
+                value = float(w[i, j])
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=9,
+                        color="black" if value > 0.6 else "white")
     ax.set_xlabel("key")
     ax.set_ylabel("query")
     if title:
