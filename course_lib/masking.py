@@ -152,6 +152,9 @@ def to_tf_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.
 def from_tf_mask(tf_mask: torch.Tensor) -> torch.Tensor:
     """Convert a TensorFlow-tutorial mask (1 = masked, 0 = attend; any numeric dtype) to the course's.
 
+    Shapes: any shape, e.g. ``(batch, 1, 1, seq_k)`` or ``(seq_q, seq_k)``; the result has the same shape,
+    dtype ``torch.bool``.
+
     Raises ``ValueError`` if the mask holds values other than 0 and 1 (it would then not be a mask).
 
     Example:
@@ -229,6 +232,9 @@ def from_additive_mask(additive_mask: torch.Tensor, threshold: float = -1e4) -> 
     Entries ``<= threshold`` (``-inf``, ``-1e9``, ``torch.finfo(dtype).min``...) count as masked, entries
     equal to 0 as allowed. Any other value is a *bias* (ALiBi, relative positions), not a mask: that
     raises ``ValueError`` rather than being silently rounded.
+
+    Shapes: any shape, e.g. ``(seq_q, seq_k)`` or ``(batch, heads, seq_q, seq_k)``; the result has the same
+    shape, dtype ``torch.bool``.
 
     Example:
         >>> from_additive_mask(torch.tensor([0.0, float("-inf"), -1e9]))
