@@ -204,13 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     if big:
         last = big[-1]
         lines.append(
-            f"- at n = {last['n']}, forward + backward: explicit is {last['explicit fwd+bwd ms'] / last['torch fwd+bwd ms']:.1f}x "
+            f"- at n = {last['n']}, forward + backward: explicit is "
+            f"{last['explicit fwd+bwd ms'] / last['torch fwd+bwd ms']:.1f}x "
             f"slower than the fused kernel and allocates {last['explicit fwd+bwd MiB']:.0f} MiB against "
             f"{last['torch fwd+bwd MiB']:.0f} MiB.")
     if len(rows) >= 2:
         a, b = rows[-2], rows[-1]
         lines.append(
-            f"- memory growth from n = {a['n']} to {b['n']}: explicit x{b['explicit fwd+bwd MiB'] / a['explicit fwd+bwd MiB']:.1f}, "
+            f"- memory growth from n = {a['n']} to {b['n']}: "
+            f"explicit x{b['explicit fwd+bwd MiB'] / a['explicit fwd+bwd MiB']:.1f}, "
             f"fused x{b['fused fwd+bwd MiB'] / a['fused fwd+bwd MiB']:.1f} (quadratic vs linear: the explicit path "
             "stores the (batch, heads, n, n) score and weight matrices, the fused kernel never does).")
     lines.append("")

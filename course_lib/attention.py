@@ -306,7 +306,8 @@ class MultiHeadAttention(nn.Module):
         v = split_heads(self.w_v(value), self.num_heads)  # (batch, heads, seq_k, d_k)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
-            heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # weights: (batch, heads, seq_q, seq_k)
+            # weights: (batch, heads, seq_q, seq_k)
+            heads, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
         else:
             heads, weights = fused_attention(q, k, v, mask, dropout_p), None  # same numbers, faster
         output = self.w_o(merge_heads(heads))  # (batch, seq_q, d_model)

@@ -99,7 +99,8 @@ def test_masked_keys_get_exactly_zero_weight(kind) -> None:
 
 def test_three_dimensional_inputs_and_masks_work() -> None:
     gen = torch.Generator().manual_seed(3)
-    q, k, v = torch.randn(2, 3, 4, generator=gen), torch.randn(2, 5, 4, generator=gen), torch.randn(2, 5, 7, generator=gen)
+    q = torch.randn(2, 3, 4, generator=gen)
+    k, v = torch.randn(2, 5, 4, generator=gen), torch.randn(2, 5, 7, generator=gen)
     for mask in (torch.tensor([True, False, True, True, False]), torch.rand(3, 5, generator=gen) < 0.7,
                  torch.rand(2, 1, 5, generator=gen) < 0.7):
         mask[..., 0] = True
