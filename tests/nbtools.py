@@ -8,9 +8,10 @@ from pathlib import Path
 
 import nbformat
 
+from course_lib.exercises import compare_outputs, run_case, to_plain
 from course_lib.exercises.execute import check_statuses, execute_notebook
 
-__all__ = ["load", "run_smoke", "check_statuses"]
+__all__ = ["load", "run_smoke", "check_statuses", "agrees"]
 
 
 def load(path: Path) -> nbformat.NotebookNode:
@@ -35,3 +36,16 @@ def run_smoke(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def agrees(ex, impl, which: str, seed: int) -> bool:
+    """True when ``impl`` matches exercise ``ex``'s reference on every case of ``which`` (public or hidden)."""
+    for case in ex.cases(which, seed=seed):
+        expected = to_plain(run_case(ex.reference, case, grad=ex.grad))
+        try:
+            got = to_plain(run_case(impl, case, grad=ex.grad))
+        except Exception:  # noqa: BLE001 - an implementation that raises does not agree
+            return False
+        if compare_outputs(expected, got, ex.atol, ex.rtol):
+            return False
+    return True

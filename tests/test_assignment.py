@@ -21,7 +21,7 @@ import nbformat
 import pytest
 import torch
 from conftest import ROOT
-from nbtools import check_statuses, run_smoke
+from nbtools import agrees, check_statuses, run_smoke
 
 ASSIGNMENT = ROOT / "assignments" / "kv_cache"
 NOTEBOOK = ASSIGNMENT / "kv_cache.ipynb"
@@ -38,7 +38,7 @@ from kv_cache_reference import (  # noqa: E402
 )
 
 from course_lib.attention import MultiHeadAttention  # noqa: E402
-from course_lib.exercises import Exercise, compare_outputs, registered_exercises, run_case, run_check, to_plain  # noqa: E402
+from course_lib.exercises import Exercise, registered_exercises, run_check  # noqa: E402
 from course_lib.exercises.notebooks import BEGIN, END, STUB_LINES, exercise_cells, solve, unsolve  # noqa: E402
 from course_lib.masking import causal_mask  # noqa: E402
 
@@ -47,16 +47,6 @@ IDS = [ex.name for ex in EXERCISES]
 POINTS = {ex.name: ex.points for ex in EXERCISES}
 
 
-def _agrees(ex: Exercise, impl, which: str, seed: int) -> bool:
-    for case in ex.cases(which, seed=seed):
-        expected = to_plain(run_case(ex.reference, case, grad=ex.grad))
-        try:
-            got = to_plain(run_case(impl, case, grad=ex.grad))
-        except Exception:  # noqa: BLE001
-            return False
-        if compare_outputs(expected, got, ex.atol, ex.rtol):
-            return False
-    return True
 
 
 def _load() -> nbformat.NotebookNode:
@@ -80,7 +70,7 @@ def test_enough_mistakes_and_alternatives(ex: Exercise) -> None:
 def test_reference_passes_public_and_hidden_cases(ex: Exercise) -> None:
     assert run_check(ex.name, ex.reference).passed
     for seed in (0, 1, 12345):
-        assert _agrees(ex, ex.reference, "hidden", seed)
+        assert agrees(ex, ex.reference, "hidden", seed)
 
 
 MISTAKES = [(ex, m) for ex in EXERCISES for m in ex.mistakes]
@@ -93,7 +83,7 @@ def test_checks_reject_every_mistake(ex: Exercise, mistake) -> None:
     if result.status == "failed":  # the learner reads this mistake's hint (or an earlier mistake's, if equal)
         assert result.hint, f"{mistake.name}: failed without a hint"
     for seed in (0, 7):
-        assert not _agrees(ex, mistake.impl, "hidden", seed), f"hidden cases accept {mistake.name}"
+        assert not agrees(ex, mistake.impl, "hidden", seed), f"hidden cases accept {mistake.name}"
 
 
 def test_most_mistakes_get_their_own_hint() -> None:
@@ -108,7 +98,7 @@ ALTERNATIVES = [(ex, alt) for ex in EXERCISES for alt in ex.also_correct]
                                                       for i, (ex, a) in enumerate(ALTERNATIVES)])
 def test_checks_accept_correct_alternatives(ex: Exercise, alt) -> None:
     assert run_check(ex.name, alt).passed
-    assert _agrees(ex, alt, "hidden", 3)
+    assert agrees(ex, alt, "hidden", 3)
 
 
 def test_untouched_stubs_are_not_implemented_yet() -> None:

@@ -7,35 +7,22 @@ from __future__ import annotations
 
 import pytest
 import torch
+from nbtools import agrees
 
 from course_lib.exercises import (
     Case,
     Exercise,
     ExerciseDefinitionError,
     Mistake,
-    compare_outputs,
     register,
     registered_exercises,
-    run_case,
     run_check,
-    to_plain,
 )
 
 EXERCISES = registered_exercises()
 IDS = [ex.name for ex in EXERCISES]
 
 
-def _agrees(ex: Exercise, impl, which: str, seed: int) -> bool:
-    """True when ``impl`` matches the reference on every case of ``which`` (public or hidden)."""
-    for case in ex.cases(which, seed=seed):
-        expected = to_plain(run_case(ex.reference, case, grad=ex.grad))
-        try:
-            got = to_plain(run_case(impl, case, grad=ex.grad))
-        except Exception:  # noqa: BLE001
-            return False
-        if compare_outputs(expected, got, ex.atol, ex.rtol):
-            return False
-    return True
 
 
 def test_every_notebook_exercise_is_registered() -> None:
@@ -50,7 +37,7 @@ def test_reference_passes_its_check(ex: Exercise) -> None:
 @pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
 @pytest.mark.parametrize("seed", [0, 1, 12345])
 def test_reference_passes_hidden_cases(ex: Exercise, seed: int) -> None:
-    assert _agrees(ex, ex.reference, "hidden", seed)
+    assert agrees(ex, ex.reference, "hidden", seed)
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
@@ -67,7 +54,7 @@ def test_check_rejects_known_mistake(ex: Exercise, mistake: Mistake) -> None:
     result = run_check(ex.name, mistake.impl)
     assert result.status in ("failed", "error"), f"{mistake.name} was {result.status}"
     for seed in (0, 7):
-        assert not _agrees(ex, mistake.impl, "hidden", seed), f"hidden cases accept {mistake.name}"
+        assert not agrees(ex, mistake.impl, "hidden", seed), f"hidden cases accept {mistake.name}"
 
 
 ALTERNATIVES = [(ex, i, alt) for ex in EXERCISES for i, alt in enumerate(ex.also_correct)]
@@ -76,7 +63,7 @@ ALTERNATIVES = [(ex, i, alt) for ex in EXERCISES for i, alt in enumerate(ex.also
 @pytest.mark.parametrize("ex,i,alt", ALTERNATIVES, ids=[f"{ex.name}-alt{i}" for ex, i, _ in ALTERNATIVES])
 def test_check_accepts_correct_alternative(ex: Exercise, i: int, alt) -> None:
     assert run_check(ex.name, alt).passed
-    assert _agrees(ex, alt, "hidden", 3)
+    assert agrees(ex, alt, "hidden", 3)
 
 
 def test_known_mistakes_get_their_hint() -> None:
