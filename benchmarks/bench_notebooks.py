@@ -33,7 +33,7 @@ from course_lib.exercises.execute import execute_notebook
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from run_all import machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
+from run_all import load_average, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
 
 RESULTS = HERE / "results"
 TARGET_SECONDS = 600.0
@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         os.environ.pop("COURSE_SMOKE", None)
 
+    load_before = load_average()
     times: dict[str, list[float]] = {p.stem: [] for p in notebooks}
     statuses: dict[str, str] = {}
     for r in range(args.repeats):
@@ -105,8 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Target: all notebooks together <= {TARGET_SECONDS / 60:.0f} min on 2 cores: {verdict}.",
         "",
-        "Measured on a shared, noisy machine (other jobs were running; see the load average below): on an idle "
-        "2-core machine the times are shorter.",
+        load_note(load_before),
         "",
         markdown_machine(machine),
     ]

@@ -44,7 +44,7 @@ from course_lib.transformer import Transformer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_all import machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
+from run_all import load_average, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
 
 RESULTS = HERE / "results"
 
@@ -237,7 +237,7 @@ def run(cfg: Config) -> dict:
             "course_over_torch_tokens_per_second": ratio, "paired_ratios": paired}
 
 
-def to_markdown(result: dict, machine: dict, quick: bool) -> str:
+def to_markdown(result: dict, machine: dict, quick: bool, load_before: tuple[float, float, float]) -> str:
     cfg = result["config"]
     lines = [
         "# Training throughput: course_lib Transformer vs nn.Transformer",
@@ -283,8 +283,8 @@ def to_markdown(result: dict, machine: dict, quick: bool) -> str:
             for name, row in result["models"].items())
         + "; course/torch ratios " + ", ".join(f"{x:.2f}" for x in result["paired_ratios"]) + ".",
         "",
-        "Measured on a shared, noisy machine (other jobs were running); the ratio is more trustworthy than "
-        "the absolute numbers because both models are measured in the same run, alternating.",
+        load_note(load_before) + " The two models are measured in the same run, alternating, so their ratio "
+        "is more trustworthy than the absolute numbers.",
         "",
         markdown_machine(machine),
     ]
@@ -299,10 +299,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Config.quick() if args.quick else Config()
     if args.repeats:
         cfg.repeats = args.repeats
+    load_before = load_average()
     result = run(cfg)
     machine = machine_info()
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "throughput.md").write_text(to_markdown(result, machine, args.quick))
+    (RESULTS / "throughput.md").write_text(to_markdown(result, machine, args.quick, load_before))
     (RESULTS / "throughput.json").write_text(json.dumps({"quick": args.quick, "machine": machine, **result},
                                                         indent=2))
     for name, row in result["models"].items():

@@ -30,7 +30,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run_all import machine_info, markdown_machine  # noqa: E402
+from run_all import load_note, machine_info, markdown_machine  # noqa: E402
 
 from course_lib.images import accuracy, digits_split, train_classifier  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
@@ -107,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{split.sizes['test']} test images, stratified). ViT: {VIT_CONFIG}; training: {TRAIN}. Seeds "
         f"{args.seeds}; each value below is the **median over the seeds** (min-max in brackets).",
         "",
-        "Measured on a **shared, noisy machine** (up to 8 jobs on 2 cores). *Wall* is the training time "
-        "as it happened; *CPU* is the processor time the process used (all threads), the better estimate of "
-        "the time on an idle machine when the machine is overloaded.",
+        load_note(info["load_average_1_5_15"]) + " *Wall* is the training time as it happened; *CPU* is the "
+        "processor time the process used (all threads), the better estimate of the time on an idle machine "
+        "when the machine is overloaded.",
         "",
         "| model | params | steps | epochs | test accuracy | val accuracy | wall s | CPU s |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",

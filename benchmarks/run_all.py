@@ -14,7 +14,8 @@ Usage (on a shared machine take the benchmark lock, so that no other timing run 
 
 Exit status 1 when any benchmark failed (the table still lists the others).
 
-The helpers :func:`machine_info` and :func:`markdown_machine` are shared with the benchmark scripts.
+The helpers :func:`machine_info`, :func:`markdown_machine`, :func:`cpu_model`, :func:`load_average` and
+:func:`load_note` are shared with the benchmark scripts.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ ROOT = HERE.parent
 PACKAGES = ("torch", "numpy", "nbclient", "sacrebleu", "tokenizers", "scikit-learn", "matplotlib")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The processor's model name (from /proc/cpuinfo where there is one)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -54,6 +56,34 @@ def _git_commit() -> str:
         return "unknown"
 
 
+def load_average() -> tuple[float, float, float]:
+    """The 1, 5 and 15-minute load averages (NaN where the system does not report them)."""
+    try:
+        return os.getloadavg()
+    except OSError:
+        return (float("nan"),) * 3
+
+
+IDLE_LOAD = 0.5  # a 1-minute load average below this before a run: no other job was using the CPUs
+
+
+def load_note(before: tuple[float, float, float]) -> str:
+    """One sentence for a results file: was the machine idle or shared when the run started?
+
+    Judged by the 1-minute load average read *before* the run (the run itself raises it afterwards), so the
+    sentence is measured, not assumed.
+    """
+    one = before[0]
+    if one != one:  # NaN: no load average on this system
+        return "The machine's load could not be read, so whether other jobs were running is unknown."
+    if one < IDLE_LOAD:
+        return (f"Measured on an otherwise idle machine (1-minute load average {one:.2f} before the run, "
+                f"{os.cpu_count()} logical CPUs).")
+    return (f"Measured on a shared, noisy machine: other jobs were running (1-minute load average {one:.2f} "
+            f"before the run, {os.cpu_count()} logical CPUs), so times are upper bounds; ratios measured side "
+            "by side in one run are more trustworthy than absolute times.")
+
+
 def machine_info() -> dict:
     """The machine, the software versions and the load: what a reader needs to compare numbers."""
     import torch  # imported here so that ``run_all`` itself starts fast
@@ -64,13 +94,10 @@ def machine_info() -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
-    try:
-        load = os.getloadavg()
-    except OSError:
-        load = (float("nan"),) * 3
+    load = load_average()
     return {
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "logical_cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),
@@ -134,7 +161,8 @@ def run_one(script: Path, quick: bool, timeout: float | None) -> dict:
             "error_tail": "" if status == "ok" else stderr.strip().splitlines()[-1:] }
 
 
-def to_markdown(runs: list[dict], info: dict, quick: bool, total: float) -> str:
+def to_markdown(runs: list[dict], info: dict, quick: bool, total: float,
+                load_before: tuple[float, float, float]) -> str:
     lines = [
         "# Benchmark results",
         "",
@@ -142,8 +170,7 @@ def to_markdown(runs: list[dict], info: dict, quick: bool, total: float) -> str:
         f"({'quick' if quick else 'full'} configurations) in {total / 60:.1f} min. Each script's own file "
         "holds its configuration and every repeat; medians of repeats are quoted.",
         "",
-        "Measured on a shared, noisy machine (other jobs may have been running): compare ratios measured in "
-        "the same run rather than absolute times.",
+        load_note(load_before),
         "",
         markdown_machine(info),
         "",
@@ -163,16 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these (e.g. training_throughput notebooks)")
     parser.add_argument("--timeout", type=float, default=None, help="seconds allowed per benchmark")
+    parser.add_argument("--out", type=Path, default=RESULTS / "README.md", help="where to write the summary table")
     args = parser.parse_args(argv)
     scripts = discover(args.only)
     if not scripts:
         raise SystemExit("run_all: no benchmarks/bench_*.py found")
     RESULTS.mkdir(exist_ok=True)
+    load_before = load_average()
     start = time.perf_counter()
     runs = [run_one(script, args.quick, args.timeout) for script in scripts]
     total = time.perf_counter() - start
-    (RESULTS / "README.md").write_text(to_markdown(runs, machine_info(), args.quick, total))
-    print(f"\nwrote {RESULTS / 'README.md'}")
+    args.out.write_text(to_markdown(runs, machine_info(), args.quick, total, load_before))
+    print(f"\nwrote {args.out}")
     failed = [run["script"] for run in runs if run["status"] != "ok"]
     if failed:
         print(f"FAILED: {failed}")
