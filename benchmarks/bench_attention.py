@@ -35,7 +35,7 @@ from course_lib.attention import fused_attention, scaled_dot_product_attention
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from run_all import cpu_model, load_average, load_note  # noqa: E402  (benchmarks/ is not a package)
+from run_all import cpu_busy_share, cpu_model, load_note  # noqa: E402  (benchmarks/ is not a package)
 
 PATHS: dict[str, Callable[..., torch.Tensor]] = {
     "explicit": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    load_before = load_average()
+    load_before = cpu_busy_share()
     started = time.time()
     rows = []
     for n in args.lengths:

@@ -33,7 +33,7 @@ from course_lib.exercises.execute import execute_notebook
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-from run_all import load_average, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
+from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
 
 RESULTS = HERE / "results"
 TARGET_SECONDS = 600.0
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         os.environ.pop("COURSE_SMOKE", None)
 
-    load_before = load_average()
+    load_before = cpu_busy_share()
     times: dict[str, list[float]] = {p.stem: [] for p in notebooks}
     statuses: dict[str, str] = {}
     for r in range(args.repeats):

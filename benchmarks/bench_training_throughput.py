@@ -44,7 +44,7 @@ from course_lib.transformer import Transformer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_all import load_average, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
+from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
 
 RESULTS = HERE / "results"
 
@@ -237,7 +237,7 @@ def run(cfg: Config) -> dict:
             "course_over_torch_tokens_per_second": ratio, "paired_ratios": paired}
 
 
-def to_markdown(result: dict, machine: dict, quick: bool, load_before: tuple[float, float, float]) -> str:
+def to_markdown(result: dict, machine: dict, quick: bool, load_before: float) -> str:
     cfg = result["config"]
     lines = [
         "# Training throughput: course_lib Transformer vs nn.Transformer",
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Config.quick() if args.quick else Config()
     if args.repeats:
         cfg.repeats = args.repeats
-    load_before = load_average()
+    load_before = cpu_busy_share()
     result = run(cfg)
     machine = machine_info()
     RESULTS.mkdir(exist_ok=True)

@@ -47,7 +47,7 @@ from course_lib.transformer import Transformer
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run_all import load_average, load_note, machine_info, markdown_machine  # noqa: E402  (not a package)
+from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402  (not a package)
 
 # The notebook's defaults (notebooks/07_training_and_decoding.ipynb): keep them in step.
 CONFIG = dict(d_model=128, num_heads=4, num_layers=2, d_ff=256, dropout=0.0, norm_first=True,
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.steps, args.compare_seconds, args.out = [0], 60, 10.0, None
     n_test, n_compare = (100, 100) if args.quick else (2000, 1000)
-    load_before = load_average()
+    load_before = cpu_busy_share()
     corpus = make_number_corpus(40_000, 1_000, 2_000, max_number=999_999, seed=0)
     rows = [default_run(corpus, s, args.steps, n_test) for s in args.seeds]
     comparison = [timed_run(corpus, t, args.compare_seconds, n_compare) for t in ("char", "bpe")]

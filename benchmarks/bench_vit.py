@@ -30,7 +30,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run_all import load_note, machine_info, markdown_machine  # noqa: E402
+from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
 from course_lib.images import accuracy, digits_split, train_classifier  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
@@ -41,6 +41,8 @@ VIT_CONFIG = dict(image_size=8, patch_size=4, in_channels=1, num_classes=10, d_m
                   num_layers=2, d_ff=128, dropout=0.0)
 TRAIN = dict(batch_size=128, lr=3e-3, weight_decay=0.05, warmup=50, label_smoothing=0.1, max_shift=1,
              eval_every=100)
+# Issue 6: >= 98 % test accuracy within 60 s of training on 2 cores; stretch: the SVC's 98.9 %.
+TARGET_ACCURACY, TARGET_SECONDS, STRETCH_ACCURACY = 0.98, 60.0, 0.989
 
 
 def run_model(name: str, build, steps: int, seed: int, split) -> dict:
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     split = digits_split(seed=0)
+    busy_before = cpu_busy_share()
     info = machine_info()
     rows = []
     for seed in args.seeds:
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{split.sizes['test']} test images, stratified). ViT: {VIT_CONFIG}; training: {TRAIN}. Seeds "
         f"{args.seeds}; each value below is the **median over the seeds** (min-max in brackets).",
         "",
-        load_note(info["load_average_1_5_15"]) + " *Wall* is the training time as it happened; *CPU* is the "
+        load_note(busy_before) + " *Wall* is the training time as it happened; *CPU* is the "
         "processor time the process used (all threads), the better estimate of the time on an idle machine "
         "when the machine is overloaded.",
         "",
@@ -130,6 +133,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RESULT {name}: median test accuracy {summary[name]:.2%} over seeds {args.seeds}, "
               f"median wall {statistics.median(r['wall'] for r in rs):.1f} s, "
               f"CPU {statistics.median(r['cpu'] for r in rs):.1f} s")
+    vit = [r for r in rows if r["model"] == "ViT [CLS]"]
+    vit_acc, vit_wall = statistics.median(r["test"] for r in vit), statistics.median(r["wall"] for r in vit)
+    verdict = "not judged (quick mode)" if args.quick else (
+        "met" if vit_acc >= TARGET_ACCURACY and vit_wall <= TARGET_SECONDS else "NOT met")
+    stretch = "met" if vit_acc >= STRETCH_ACCURACY else "not met"
+    lines += ["", f"Target (issue 6): the notebook's ViT ([CLS], p=4) at test accuracy >= {TARGET_ACCURACY:.0%} within "
+              f"{TARGET_SECONDS:.0f} s of training: median {vit_acc:.2%} in {vit_wall:.1f} s wall: **{verdict}**. "
+              f"Stretch, the SVC's published {STRETCH_ACCURACY:.1%}: {stretch}."]
+    print(f"RESULT ViT target (>= {TARGET_ACCURACY:.0%} within {TARGET_SECONDS:.0f} s): {verdict}")
     lines += ["", "Per run:", "", "| model | seed | test | val | wall s | CPU s |", "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['model']} | {r['seed']} | {r['test']:.2%} | {r['val']:.2%} | {r['wall']:.1f} | {r['cpu']:.1f} |"
               for r in rows]

@@ -14,8 +14,8 @@ Usage (on a shared machine take the benchmark lock, so that no other timing run 
 
 Exit status 1 when any benchmark failed (the table still lists the others).
 
-The helpers :func:`machine_info`, :func:`markdown_machine`, :func:`cpu_model`, :func:`load_average` and
-:func:`load_note` are shared with the benchmark scripts.
+The helpers :func:`machine_info`, :func:`markdown_machine`, :func:`cpu_model`, :func:`load_average`,
+:func:`cpu_busy_share` and :func:`load_note` are shared with the benchmark scripts.
 """
 
 from __future__ import annotations
@@ -64,24 +64,47 @@ def load_average() -> tuple[float, float, float]:
         return (float("nan"),) * 3
 
 
-IDLE_LOAD = 0.5  # a 1-minute load average below this before a run: no other job was using the CPUs
+IDLE_BUSY = 0.10  # below this share of all CPUs busy just before a run, no other job was using the machine
 
 
-def load_note(before: tuple[float, float, float]) -> str:
+def cpu_busy_share(seconds: float = 1.0) -> float:
+    """Share of all CPUs (0 to 1) that were busy during ``seconds``, read from /proc/stat (NaN elsewhere).
+
+    Taken *before* a benchmark starts, while this process sleeps, it measures the other jobs on the machine.
+    The load average cannot do this: it is a decaying mean over minutes, so it still shows the previous
+    benchmark of the same run for a minute after that benchmark ended.
+    """
+    def snapshot() -> tuple[int, int] | None:
+        try:
+            fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        except (OSError, ValueError, IndexError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle  # user nice system idle iowait irq softirq steal
+
+    first = snapshot()
+    time.sleep(seconds)
+    second = snapshot()
+    if first is None or second is None or second[0] == first[0]:
+        return float("nan")
+    total, idle = second[0] - first[0], second[1] - first[1]
+    return max(0.0, min(1.0, 1 - idle / total))
+
+
+def load_note(busy_before: float) -> str:
     """One sentence for a results file: was the machine idle or shared when the run started?
 
-    Judged by the 1-minute load average read *before* the run (the run itself raises it afterwards), so the
-    sentence is measured, not assumed.
+    ``busy_before`` is :func:`cpu_busy_share` read right before the run, so the sentence is measured, not
+    assumed.
     """
-    one = before[0]
-    if one != one:  # NaN: no load average on this system
-        return "The machine's load could not be read, so whether other jobs were running is unknown."
-    if one < IDLE_LOAD:
-        return (f"Measured on an otherwise idle machine (1-minute load average {one:.2f} before the run, "
-                f"{os.cpu_count()} logical CPUs).")
-    return (f"Measured on a shared, noisy machine: other jobs were running (1-minute load average {one:.2f} "
-            f"before the run, {os.cpu_count()} logical CPUs), so times are upper bounds; ratios measured side "
-            "by side in one run are more trustworthy than absolute times.")
+    if busy_before != busy_before:  # NaN: no /proc/stat on this system
+        return "Whether other jobs were running could not be measured on this system."
+    if busy_before < IDLE_BUSY:
+        return (f"Measured on an otherwise idle machine ({busy_before:.0%} of the {os.cpu_count()} logical CPUs "
+                "busy in the second before the run).")
+    return (f"Measured on a shared, noisy machine: other jobs were running ({busy_before:.0%} of the "
+            f"{os.cpu_count()} logical CPUs busy in the second before the run), so times are upper bounds; "
+            "ratios measured side by side in one run are more trustworthy than absolute times.")
 
 
 def machine_info() -> dict:
@@ -162,7 +185,7 @@ def run_one(script: Path, quick: bool, timeout: float | None) -> dict:
 
 
 def to_markdown(runs: list[dict], info: dict, quick: bool, total: float,
-                load_before: tuple[float, float, float]) -> str:
+                load_before: float) -> str:
     lines = [
         "# Benchmark results",
         "",
@@ -196,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     if not scripts:
         raise SystemExit("run_all: no benchmarks/bench_*.py found")
     RESULTS.mkdir(exist_ok=True)
-    load_before = load_average()
+    load_before = cpu_busy_share()
     start = time.perf_counter()
     runs = [run_one(script, args.quick, args.timeout) for script in scripts]
     total = time.perf_counter() - start

@@ -3,8 +3,10 @@ end to end. Timings themselves are not tested (they depend on the machine); see 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,9 +36,24 @@ def test_every_benchmark_accepts_quick(script):
 
 
 def test_load_note_is_measured_not_assumed():
-    assert "idle" in run_all.load_note((0.1, 0.3, 0.2))
-    assert "noisy" in run_all.load_note((3.5, 2.0, 1.0))
-    assert "unknown" in run_all.load_note((float("nan"),) * 3)
+    assert "idle" in run_all.load_note(0.02)
+    assert "noisy" in run_all.load_note(0.6)
+    assert "could not be measured" in run_all.load_note(float("nan"))
+
+
+def test_cpu_busy_share_sees_a_busy_cpu():
+    """A process spinning on one CPU shows up as at least part of one CPU busy."""
+    if not Path("/proc/stat").exists():
+        pytest.skip("no /proc/stat on this system")
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        busy = run_all.cpu_busy_share(0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert 0.0 <= busy <= 1.0
+    assert busy >= 0.8 / os.cpu_count()
 
 
 def test_run_all_quick_subset_end_to_end(tmp_path):
@@ -58,5 +75,5 @@ def test_run_all_reports_a_failing_benchmark(tmp_path, monkeypatch):
     assert run["results"] == ["never mind"]
     table = run_all.to_markdown([run], {"cpu": "x", "logical_cpus": 2, "torch_threads": 2, "platform": "p",
                                         "python": "3", "versions": {}, "load_average_1_5_15": [0, 0, 0],
-                                        "git_commit": "c", "date_utc": "d"}, True, 1.0, (0.0, 0.0, 0.0))
+                                        "git_commit": "c", "date_utc": "d"}, True, 1.0, 0.0)
     assert "| `bench_broken.py` | failed (exit 3) |" in table
