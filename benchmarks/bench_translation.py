@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Configuration (the notebook's default): {CONFIG}, {args.steps} steps; corpus: 40 000 training "
         f"numbers below one million, 2 000 test numbers never seen in training; BPE targets.",
         "",
-        f"## Default run, per seed (the first {n_test} of the 2 000 test numbers)",
+        "## Default run, per seed (" + (f"the first {n_test:,} of the {len(corpus.test):,} test numbers)"
+                                         if n_test < len(corpus.test) else f"all {n_test:,} test numbers)"),
         "",
         "| seed | steps | training s | target tok/s | greedy exact % | greedy chrF | greedy BLEU(char) "
         "| beam-4 exact % | beam-4 chrF | beam-4 BLEU(char) | beam chrF - greedy chrF |",
