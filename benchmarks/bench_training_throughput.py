@@ -4,7 +4,8 @@ What it measures
 - tokens per second of training (target tokens, the ones with a loss) for ``course_lib.transformer.
   Transformer`` and for ``nn.Transformer`` wrapped with the same embeddings, positional encoding and tied
   output projection, so that both models have the same parameters and do the same arithmetic;
-  a training step is forward + cross-entropy + backward + Adam update, dropout on;
+  a training step is forward + cross-entropy + backward + Adam update (PyTorch's fused kernel, as
+  ``course_lib.training.make_optimizer`` uses, for both models), dropout on;
 - the machine's float32 matrix-multiply throughput, ``torch.mm`` of two square matrices (FLOP/s), measured
   in the same run before and after the models;
 - model FLOPs utilisation (MFU): the model's analytic FLOPs per step (3 x forward: the backward pass costs
@@ -40,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.positional import PositionalEncoding
+from course_lib.training import fused_if_supported
 from course_lib.transformer import Transformer
 
 HERE = Path(__file__).resolve().parent
@@ -190,7 +192,7 @@ def run(cfg: Config) -> dict:
     params = {name: sum(p.numel() for p in m.parameters()) for name, m in models.items()}
     if len(set(params.values())) != 1:
         raise AssertionError(f"the two models must have the same parameters, got {params}")
-    optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-4) for name, m in models.items()}
+    optimizers = {name: fused_if_supported(torch.optim.Adam, m.parameters(), lr=1e-4) for name, m in models.items()}
     gen = torch.Generator().manual_seed(1)
     src = torch.randint(1, cfg.vocab_size, (cfg.batch, cfg.src_len), generator=gen)
     tgt = torch.randint(1, cfg.vocab_size, (cfg.batch, cfg.tgt_len + 1), generator=gen)
@@ -245,7 +247,7 @@ def to_markdown(result: dict, machine: dict, quick: bool, load_before: float) ->
         f"Configuration{' (quick)' if quick else ''}: d_model {cfg['d_model']}, {cfg['num_heads']} heads, "
         f"{cfg['num_layers']}+{cfg['num_layers']} layers, d_ff {cfg['d_ff']}, vocabulary {cfg['vocab_size']}, "
         f"batch {cfg['batch']} x {cfg['src_len']} source / {cfg['tgt_len']} target tokens, dropout "
-        f"{cfg['dropout']}, Adam; post-LN, tied output projection; {result['threads']} threads. "
+        f"{cfg['dropout']}, Adam (fused); post-LN, tied output projection; {result['threads']} threads. "
         f"Medians of {cfg['repeats']} repeats of {cfg['timed_steps']} steps (after {cfg['warmup_steps']} "
         f"warm-up steps), the two models alternating.",
         "",

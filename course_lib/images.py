@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib.training import fused_if_supported
+
 __all__ = [
     "load_digits_tensors",
     "DigitsSplit",
@@ -254,8 +256,8 @@ def train_classifier(model: nn.Module, split: DigitsSplit, steps: int, batch_siz
     decay, no_decay = [], []
     for name, p in model.named_parameters():  # no weight decay on biases, norms, tokens, positions
         (no_decay if p.dim() < 2 or "token" in name or "pos" in name else decay).append(p)
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+    optimizer = fused_if_supported(torch.optim.AdamW, [{"params": decay, "weight_decay": weight_decay},
+                                                       {"params": no_decay, "weight_decay": 0.0}], lr=lr)
 
     def schedule(step: int) -> float:
         if step < warmup:

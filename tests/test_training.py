@@ -11,6 +11,7 @@ from torch import nn
 
 from course_lib.training import (
     TrainHistory,
+    fused_if_supported,
     label_smoothed_cross_entropy,
     make_optimizer,
     make_scheduler,
@@ -123,6 +124,41 @@ def test_optimizer_and_scheduler_follow_the_schedule() -> None:
     assert all(math.isclose(lr, 2.0 * transformer_lr(i + 1, 64, 10)) for i, lr in enumerate(seen))
     with pytest.raises(ValueError, match="base lr"):
         make_scheduler(torch.optim.Adam(model.parameters(), lr=1e-3), 64)
+
+
+@pytest.mark.parametrize("optimizer_class", [torch.optim.Adam, torch.optim.AdamW])
+def test_fused_optimizer_updates_like_the_default_one(optimizer_class) -> None:
+    """The fused kernel (used by make_optimizer and the ViT trainer) against PyTorch's default update."""
+    torch.manual_seed(0)
+    weights = [torch.randn(8, 5), torch.randn(5)]
+    grads = [[torch.randn_like(w) for w in weights] for _ in range(6)]
+    results = {}
+    for name, make in (("fused", fused_if_supported), ("default", lambda cls, ps, **kw: cls(ps, **kw))):
+        params = [nn.Parameter(w.clone()) for w in weights]
+        groups = [{"params": params[:1], "weight_decay": 0.1}, {"params": params[1:], "weight_decay": 0.0}]
+        opt = make(optimizer_class, groups, lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
+        assert bool(opt.defaults.get("fused")) == (name == "fused")
+        for step_grads in grads:
+            for p, g in zip(params, step_grads, strict=True):
+                p.grad = g.clone()
+            opt.step()
+        results[name] = params
+    for fused, default, start in zip(results["fused"], results["default"], weights, strict=True):
+        assert not torch.equal(default, start)  # the steps did move the weights
+        torch.testing.assert_close(fused, default, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_only_where_a_kernel_exists() -> None:
+    cpu = nn.Parameter(torch.zeros(3))
+    assert make_optimizer(nn.Linear(3, 3)).defaults["fused"] is True
+    assert fused_if_supported(torch.optim.Adam, [cpu]).defaults["fused"] is True
+    for odd in (torch.zeros(3, device="meta", requires_grad=True),
+                torch.zeros(3, dtype=torch.complex64, requires_grad=True)):
+        opt = fused_if_supported(torch.optim.Adam, [cpu, odd])
+        assert not opt.defaults.get("fused")  # the default update, not a failure at the first step
+    model = nn.Linear(3, 2)  # a group's params may be a generator, read only once
+    opt = fused_if_supported(torch.optim.AdamW, [{"params": model.parameters(), "weight_decay": 0.1}])
+    assert opt.defaults["fused"] is True and len(opt.param_groups[0]["params"]) == 2
 
 
 class _Copy(nn.Module):
