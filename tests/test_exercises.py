@@ -121,6 +121,61 @@ def test_raising_code_is_an_error_verdict_with_the_line() -> None:
     assert result.status == "error" and "AttributeError" in result.message and "no_such_method" in result.message
 
 
+def test_code_that_changes_its_input_fails_and_names_it() -> None:
+    def in_place(x, dim=-1):
+        x -= x.amax(dim=dim, keepdim=True)  # right numbers, but the caller's tensor changes
+        return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)
+
+    result = run_check("stable_softmax", in_place)
+    assert result.status == "failed" and "'x'" in result.message and "in place" in result.message
+    assert "copy" in result.hint
+
+
+def test_sys_exit_in_learner_code_is_an_error_verdict() -> None:
+    import sys
+
+    result = run_check("stable_softmax", lambda x, dim=-1: sys.exit(0))
+    assert result.status == "error" and "SystemExit" in result.message
+
+
+def test_numpy_scalar_counts_as_the_number() -> None:
+    import numpy as np
+
+    from course_lib.baselines import max_path_length
+
+    assert run_check("max_path_length", lambda *a, **k: np.int64(max_path_length(*a, **k))).passed
+    result = run_check("max_path_length", lambda *a, **k: [max_path_length(*a, **k)])
+    assert result.status == "failed" and "expected a number" in result.message
+
+
+def test_namedtuple_output_is_read_as_a_tuple() -> None:
+    from collections import namedtuple
+
+    from course_lib.attention import MultiHeadAttention
+
+    Out = namedtuple("Out", "output weights")
+
+    class Named(MultiHeadAttention):
+        def forward(self, *args, **kwargs):
+            return Out(*super().forward(*args, **kwargs))
+
+    assert run_check("multi_head_attention", Named).passed
+
+    class Lying(tuple):  # a tuple whose own iteration shows other items than it holds
+        def __iter__(self):
+            return iter((torch.zeros(1),))
+
+    result = run_check("stable_softmax", lambda x, dim=-1: Lying((torch.softmax(x, dim=dim),)))
+    assert result.status == "failed"
+
+
+def test_integer_output_must_stay_integer() -> None:
+    from course_lib.transformer import shift_right
+
+    result = run_check("shift_right", lambda *a, **k: shift_right(*a, **k).float())
+    assert result.status == "failed" and "integer tensor" in result.message
+
+
 def test_unknown_exercise_lists_the_known_ones() -> None:
     with pytest.raises(KeyError, match="stable_softmax"):
         run_check("no_such_exercise", _stub)

@@ -259,6 +259,8 @@ NB00_ATTACKS: dict[str, tuple[str, str, str]] = {
                           + HDR + "    return Always()\n", "fail", "not a tensor"),
     "infinite_loop": (HDR + "    while True:\n        pass\n", "timeout", "per-cell limit"),
     "too_much_memory": (HDR + "    return torch.ones(2**31) + x.sum()\n", "error", "memory limit"),
+    "changes_its_input": (HDR + "    x -= x.amax(dim=dim, keepdim=True)\n"
+                          "    return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)\n", "fail", "in place"),
     "raising_at_top_level": ("raise ValueError('boom')\n" + HDR + "    return x\n", "error", "ValueError: boom"),
     "os_exit": ("import os\n" + HDR + "    os._exit(0)\n", "forbidden", "imports os"),
     "monkeypatch_allclose": ("import torch\ntorch.allclose = lambda *a, **k: True\n" + HDR + "    return x\n",
@@ -293,7 +295,7 @@ def nb00_graded(tmp_path_factory) -> dict[str, dict]:
 def test_the_solved_notebook_earns_full_marks(nb00_graded) -> None:
     rep = nb00_graded["solved"]
     assert rep["total"] == rep["max_total"] == 1 and rep["exercises"][0]["status"] == "pass", rep
-    assert rep["exercises"][0]["cases_passed"] == rep["exercises"][0]["cases_total"] == 6
+    assert rep["exercises"][0]["cases_passed"] == rep["exercises"][0]["cases_total"] == 7
 
 
 OTHER_NOTEBOOKS = [p for p in NOTEBOOKS if p.stem != "00_welcome"]

@@ -16,6 +16,8 @@ def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         Case("three small logits", args=(torch.tensor([1.0, 2.0, 3.0]) * scale,)),
         Case("large logits (exp would overflow)", args=(torch.tensor([1000.0, 1001.0, 999.0]) * scale,)),
         Case("a wide spread of logits (-100 to 100)", args=(torch.tensor([-100.0, 0.0, 100.0]) * scale,)),
+        Case("two rows far apart (1000s and -1000s)",
+             args=(torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, -999.0, -1001.0]]) * scale,)),
         Case("a (2, 5) batch, softmax over the last axis", args=(torch.randn(2, 5, generator=gen) * 3,)),
         Case("a (3, 4) batch, dim=0", args=(torch.randn(3, 4, generator=gen) * 50,), kwargs={"dim": 0}),
     ] + ([Case("a (2, 3, 6) batch, dim=1", args=(torch.randn(2, 3, 6, generator=gen) * 30,),
@@ -43,6 +45,11 @@ def _normalised_over_everything(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 def _shift_by_min(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     e = torch.exp(x - x.amin(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _shift_by_global_max(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    e = torch.exp(x - x.max())  # one maximum for the whole tensor: a row far below it underflows to 0/0
     return e / e.sum(dim=dim, keepdim=True)
 
 
@@ -89,6 +96,9 @@ STABLE_SOFTMAX = register(Exercise(
                 "use keepdim=True sums along `dim`, not one sum over the whole tensor."),
         Mistake("shift by the minimum", _shift_by_min,
                 "shift by the maximum, not the minimum: x - min can still be large and overflow."),
+        Mistake("shift by the global maximum", _shift_by_global_max,
+                "x.max() is one number for the whole tensor: a row far below it becomes exp(-2000) = 0 "
+                "everywhere and 0/0 = NaN. Subtract each slice's own maximum: x.amax(dim=dim, keepdim=True)."),
         Mistake("max without keepdim", _max_without_keepdim,
                 "x.amax(dim=dim) drops that axis; use keepdim=True so it broadcasts against x."),
         Mistake("log-softmax", _log_softmax,

@@ -11,6 +11,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from course_lib.attention import MultiHeadAttention, merge_heads, split_heads
 from course_lib.exercises import Case, Exercise, Mistake, register
@@ -245,6 +246,9 @@ def _mha_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         Case("4 heads, no biases (bias=False)", args=(x, memory, memory), kwargs=weights,
              init={"d_model": d_model, "num_heads": 4 if d_model % 4 == 0 else 2, "bias": False},
              state=_state(gen, d_model, bias=False)),
+        Case("dropout=0.5 in eval mode (the check calls model.eval(): no dropout may apply)",
+             args=(x, memory, memory), kwargs={"mask": padding, **weights},
+             init={**init, "dropout": 0.5}, state=_state(gen, d_model)),
     ]
 
 
@@ -282,6 +286,14 @@ class _NoOutputProjection(_Given):
     def forward(self, query, key, value, mask=None, need_weights=False):
         heads, weights = _attend(*self._heads(query, key, value), mask)
         return merge_heads(heads), weights if need_weights else None
+
+
+class _DropoutAlwaysOn(_Given):
+    def forward(self, query, key, value, mask=None, need_weights=False):
+        q, k, v = self._heads(query, key, value)
+        _, weights = _attend(q, k, v, mask)
+        weights = F.dropout(weights, self.dropout, training=True)  # ignores eval mode
+        return self.w_o(merge_heads(weights @ v)), weights if need_weights else None
 
 
 class _NoScale(_Given):
@@ -404,6 +416,9 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     mistakes=[
         Mistake("output projection W^O missing", _NoOutputProjection,
                 "after merging the heads, mix them with the output projection: output = self.w_o(merged)."),
+        Mistake("dropout applied in eval mode", _DropoutAlwaysOn,
+                "dropout is for training only: pass dropout_p=self.dropout if self.training else 0.0 (or "
+                "F.dropout(..., training=self.training))."),
         Mistake("scale missing", _NoScale,
                 "each head's scores are divided by sqrt(d_k) (d_k = d_model / num_heads), as in notebook 01."),
         Mistake("scaled by sqrt(d_model) instead of sqrt(d_k)", _ScaleByDModel,

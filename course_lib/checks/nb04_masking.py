@@ -118,6 +118,8 @@ def _padding_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         Case("a batch of 4 sequences of 4 tokens (batch = seq)", args=(
             torch.tensor([[1, 2, 0, 0], [1, 0, 0, 0], [1, 2, 3, 0], [1, 2, 3, 4]]), 0)),
         Case("no padding at all (2, 3)", args=(torch.tensor([[3, 4, 5], [6, 7, 8]]), 0)),
+        Case("padding on the left, and in the middle (compare tokens, do not count lengths)",
+             args=(torch.tensor([[0, 0, 5, 6, 7], [4, 0, 8, 0, 9]]), 0)),
     ]
     if hidden:
         for _ in range(2):

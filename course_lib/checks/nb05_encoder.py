@@ -65,6 +65,9 @@ def _ffn_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         init = {"d_model": d_model, "d_ff": d_ff, "activation": activation}
         cases.append(Case(label, args=(_x(gen, *shape),), init=init,
                           state=random_state(FeedForward(**init), gen)))
+    init = {"d_model": d_model, "d_ff": d_ff, "dropout": 0.5}
+    cases.append(Case("dropout=0.5 in eval mode (the check calls model.eval(): no dropout may apply)",
+                      args=(_x(gen, 2, 3, d_model),), init=init, state=random_state(FeedForward(**init), gen)))
     return cases
 
 
@@ -96,6 +99,11 @@ class _FfnAlwaysRelu(FeedForward):
 class _FfnNoBias(FeedForward):
     def forward(self, x):
         return F.linear(self.activation(F.linear(x, self.linear1.weight)), self.linear2.weight)
+
+
+class _FfnDropoutAlwaysOn(FeedForward):
+    def forward(self, x):
+        return self.linear2(F.dropout(self.activation(self.linear1(x)), self.dropout.p, training=True))
 
 
 class _FfnLinearsSwapped(FeedForward):
@@ -134,6 +142,9 @@ FEED_FORWARD = register(Exercise(
         Mistake("no activation", _FfnNoActivation,
                 "without the ReLU between them, two linear maps collapse into one linear map: apply "
                 "self.activation to the output of linear1."),
+        Mistake("dropout applied in eval mode", _FfnDropoutAlwaysOn,
+                "use the module self.dropout (nn.Dropout switches off in eval mode), or pass "
+                "training=self.training to F.dropout."),
         Mistake("activation after the second linear", _FfnActivationAfterSecond,
                 "the activation goes between the two linear maps (max(0, xW1 + b1) W2 + b2), not after the "
                 "second one: the block's output must be able to be negative."),
@@ -342,6 +353,8 @@ def _pool_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         Case(f"rows of different lengths, x ({batch}, {seq}, {d})", args=(x, real)),
         Case("padding positions hold large values (they must not count)", args=(x_padded_large, real)),
         Case("one token per row", args=(_x(gen, 2, seq, d), torch.arange(seq)[None, :].expand(2, seq) < 1)),
+        Case("padding on the left and in the middle (use the mask, not a length)",
+             args=(_x(gen, 2, seq, d), torch.arange(seq)[None, :].expand(2, seq) % torch.tensor([[2], [3]]) > 0)),
     ]
 
 

@@ -31,6 +31,8 @@ def _loss_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     cases = [
         Case("(batch=3, seq=5, vocab) logits with padding, smoothing 0.1", args=(logits, target, 0.1, 0)),
         Case("smoothing 0: plain cross-entropy", args=(logits, target, 0.0, 0)),
+        Case("padded positions hold very different logits (they must not count, in either term)",
+             args=(torch.where((target == 0)[..., None], logits * 10, logits), target, 0.1, 0)),
         Case("(6, vocab) logits, smoothing 0.3, ignore_index=-100 (nothing ignored)",
              args=(flat_logits, flat_target, 0.3, -100)),
         Case("extreme logits (softmax underflows to 0)", args=(extreme, torch.tensor([2, 0, 1]), 0.1, -100)),
@@ -54,6 +56,14 @@ def _padding_counted(logits, target, smoothing=0.1, ignore_index=0):
     log_probs = F.log_softmax(logits, dim=-1)
     nll = -log_probs.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     return ((1 - smoothing) * nll + smoothing * (-log_probs.mean(-1))).mean()
+
+
+def _padding_in_smoothing_term(logits, target, smoothing=0.1, ignore_index=0):
+    log_probs = F.log_softmax(logits, dim=-1)
+    keep = target != ignore_index
+    nll = -log_probs.gather(-1, target.masked_fill(~keep, 0).unsqueeze(-1)).squeeze(-1)
+    masked_nll = (nll * keep).sum() / keep.sum().clamp(min=1)
+    return (1 - smoothing) * masked_nll + smoothing * (-log_probs.mean(-1)).mean()  # padding in this mean
 
 
 def _divide_by_all_positions(logits, target, smoothing=0.1, ignore_index=0):
@@ -141,6 +151,9 @@ LABEL_SMOOTHING = register(Exercise(
                 "F.log_softmax (or logits - logsumexp)."),
         Mistake("padding counted", _padding_counted,
                 "positions whose target is ignore_index must not contribute: mask them out of the sum."),
+        Mistake("padding in the smoothing term", _padding_in_smoothing_term,
+                "mask the padding out of both terms: the smoothing term (mean of -log p over the classes) "
+                "must also be averaged over the non-padding positions only."),
         Mistake("divided by every position", _divide_by_all_positions,
                 "average over the non-padding positions only: divide by their count, not by target.numel()."),
         Mistake("smoothing spread over the other classes", _spread_over_other_classes,

@@ -41,6 +41,8 @@ def _path_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
              args=("dilated_convolution", 125), kwargs={"k": 5}),
         Case("restricted self-attention, n=100, r=4", args=("restricted_self_attention", 100), kwargs={"r": 4}),
         Case("restricted self-attention, n=9, r=4", args=("restricted_self_attention", 9), kwargs={"r": 4}),
+        Case("restricted self-attention, n=100, r=7 (use r, not 4)", args=("restricted_self_attention", 100),
+             kwargs={"r": 7}),
     ]
     if hidden:
         for kind in ("recurrent", "convolution", "dilated_convolution", "restricted_self_attention"):
@@ -164,6 +166,8 @@ def _flops_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         Case("dilated convolution, n=10, d=6, k=5", args=("dilated_convolution", 10, 6), kwargs={"k": 5}),
         Case("restricted self-attention, n=100, d=8, r=4", args=("restricted_self_attention", 100, 8),
              kwargs={"r": 4}),
+        Case("restricted self-attention, n=50, d=8, r=2 (use r, not 4)", args=("restricted_self_attention", 50, 8),
+             kwargs={"r": 2}),
     ]
     if hidden:
         for kind in ("self_attention", "recurrent", "convolution", "restricted_self_attention"):

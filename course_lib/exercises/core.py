@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "InputModifiedError",
     "Case",
     "Mistake",
     "Exercise",
@@ -179,12 +180,49 @@ def _clone(value: Any) -> Any:
     return value
 
 
+class InputModifiedError(Exception):
+    """The implementation wrote into one of its inputs (``x -= m``, ``t[t == eos] = pad``...).
+
+    The caller's tensor would change behind its back (notebook 06's loss would then read a target whose
+    ``<eos>`` was overwritten), so a case whose inputs changed fails, whatever the output.
+    """
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Whether two plain values (as :func:`_clone` copies them) hold the same data; NaN equals NaN."""
+    if isinstance(before, torch.Tensor):
+        return (isinstance(after, torch.Tensor) and before.shape == after.shape and before.dtype == after.dtype
+                and bool(torch.equal(before, after) or (before.is_floating_point() and torch.allclose(
+                    before, after.detach(), rtol=0.0, atol=0.0, equal_nan=True))))
+    if isinstance(before, (list, tuple)):
+        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(
+            _same(b, a) for b, a in zip(before, after, strict=True))
+    if isinstance(before, Mapping):
+        return isinstance(after, Mapping) and before.keys() == after.keys() and all(
+            _same(before[k], after[k]) for k in before)
+    return True  # numbers, strings, None: immutable
+
+
+def _argument_names(impl: Callable[..., Any], n_args: int) -> list[str]:
+    """Parameter names for the first ``n_args`` positional arguments (of ``forward`` for a class)."""
+    target = getattr(impl, "forward", impl) if inspect.isclass(impl) else impl
+    try:
+        names = [p.name for p in inspect.signature(target).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
+    except (TypeError, ValueError):
+        names = []
+    return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(n_args)]
+
+
 def run_case(impl: Callable[..., Any], case: Case, grad: bool = False) -> Any:
     """Call ``impl`` on ``case``: construct it first (and load ``case.state``) when it is a class.
 
-    Inputs are copied for every call. Modules are put in eval mode (dropout off) before the call.
+    Inputs are copied for every call, and compared with a second copy afterwards: an implementation that
+    changed an input raises :class:`InputModifiedError`. Modules are put in eval mode (dropout off) before
+    the call.
     """
     args, kwargs = _clone(tuple(case.args)), _clone(dict(case.kwargs))
+    pristine_args, pristine_kwargs = _clone(args), _clone(kwargs)
     with torch.set_grad_enabled(grad):
         if inspect.isclass(impl):
             obj = impl(**_clone(dict(case.init or {})))
@@ -194,10 +232,20 @@ def run_case(impl: Callable[..., Any], case: Case, grad: bool = False) -> Any:
                 obj.load_state_dict(_clone(dict(case.state)))
             if isinstance(obj, torch.nn.Module):
                 obj.eval()
-            return obj(*args, **kwargs)
-        if case.init is not None or case.state is not None:
-            raise TypeError(f"case {case.label!r} constructs a class, but got a function {impl!r}")
-        return impl(*args, **kwargs)
+            out = obj(*args, **kwargs)
+        else:
+            if case.init is not None or case.state is not None:
+                raise TypeError(f"case {case.label!r} constructs a class, but got a function {impl!r}")
+            out = impl(*args, **kwargs)
+    names = _argument_names(impl, len(args))
+    changed = [names[i] for i, (b, a) in enumerate(zip(pristine_args, args, strict=True)) if not _same(b, a)]
+    changed += [k for k in pristine_kwargs if not _same(pristine_kwargs[k], kwargs.get(k))]
+    if changed:
+        raise InputModifiedError(
+            f"your code changed its input {', '.join(repr(n) for n in changed)} in place; the caller's tensor "
+            f"must stay as it was (compute a new tensor: x = x - m, not x -= m; clone() before assigning "
+            f"into a copy)")
+    return out
 
 
 def register(exercise: Exercise) -> Exercise:

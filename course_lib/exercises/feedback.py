@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .core import Case, Exercise, get_exercise, run_case
+from .core import Case, Exercise, InputModifiedError, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "to_plain", "PASSED", "FAILED",
            "NOT_IMPLEMENTED", "ERROR", "INVALID"]
@@ -35,12 +35,12 @@ def to_plain(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().to("cpu").numpy().copy() if value.dtype != torch.bfloat16 else (
             value.detach().float().cpu().numpy().copy())
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, (bool, int, float)) or value is None:
-        return value
+    if isinstance(value, tuple):  # a namedtuple too, read as a tuple (its own __iter__ is not trusted)
+        return [to_plain(v) for v in tuple.__iter__(value)]
+    if isinstance(value, list):
+        return [to_plain(v) for v in list.__iter__(value)]
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return np.asarray(value)  # a NumPy scalar (np.float32(0.5)) counts as the number it is
     return value
 
 
@@ -66,18 +66,22 @@ def compare_outputs(expected: Any, got: Any, atol: float, rtol: float, where: st
         return problems
     if expected is None:
         return [] if got is None else [f"{where}: expected None, got {_describe(got)}"]
-    if not isinstance(expected, np.ndarray):
+    from_tensor = isinstance(expected, np.ndarray)
+    if not from_tensor:
         expected = np.asarray(expected)
         if isinstance(got, (bool, int, float)):
             got = np.asarray(got)
     if type(got) is not np.ndarray:
-        return [f"{where}: expected a tensor of shape {tuple(expected.shape)}, got {_describe(got)}"]
+        wanted = f"a tensor of shape {tuple(expected.shape)}" if from_tensor else "a number"
+        return [f"{where}: expected {wanted}, got {_describe(got)}"]
     if got.shape != expected.shape:
         return [f"{where}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"]
     if expected.dtype == np.bool_ and got.dtype != np.bool_:
         return [f"{where}: expected a boolean tensor (True/False), got dtype {got.dtype}"]
     if got.dtype.kind not in "biuf":
         return [f"{where}: expected numbers, got dtype {got.dtype}"]
+    if from_tensor and expected.dtype.kind in "iu" and got.dtype.kind not in "iu":
+        return [f"{where}: expected an integer tensor (dtype {expected.dtype}), got dtype {got.dtype}"]
     e64, g64 = expected.astype(np.float64), got.astype(np.float64)
     if np.isnan(g64).any() and not np.isnan(e64).any():
         idx = tuple(int(i) for i in np.argwhere(np.isnan(g64))[0])
@@ -169,7 +173,13 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
             return CheckResult(name, NOT_IMPLEMENTED,
                                "replace `raise NotImplementedError()` with your code, then run this cell again.",
                                cases_total=total)
-        except Exception as err:  # noqa: BLE001 - a learner's error becomes a verdict, not a traceback
+        except InputModifiedError as err:
+            return CheckResult(name, FAILED, str(err), case.label,
+                               "work on a copy: an in-place operation (-=, /=, x[...] = ..., .add_()) on an "
+                               "argument changes the caller's tensor too.", i, total)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
             where = _user_frame(err)
             message = f"your code raised {type(err).__name__}: {err}" + (f"\n({where})" if where else "")
             return CheckResult(name, ERROR, message, case.label, cases_passed=i, cases_total=total)
@@ -188,9 +198,17 @@ def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
             wrong = to_plain(run_case(mistake.impl, case, grad=exercise.grad))
         except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
             continue
-        if not compare_outputs(wrong, got, exercise.atol, exercise.rtol):
+        if _dtype_kinds(wrong) == _dtype_kinds(got) and not compare_outputs(wrong, got, exercise.atol,
+                                                                            exercise.rtol):
             return mistake.hint
     return ""
+
+
+def _dtype_kinds(value: Any) -> list[str]:
+    """The dtype kind of every array in a plain output, in order (so a float output never matches a bool one)."""
+    if isinstance(value, list):
+        return [kind for item in value for kind in _dtype_kinds(item)]
+    return [value.dtype.kind] if isinstance(value, np.ndarray) else [type(value).__name__]
 
 
 def check(name: str, impl: Any) -> Callable[..., Any]:
@@ -202,7 +220,7 @@ def check(name: str, impl: Any) -> Callable[..., Any]:
     Example:
         >>> from course_lib.basics import stable_softmax
         >>> fn = check("stable_softmax", stable_softmax)
-        ✅ stable_softmax: passed (5/5 cases)
+        ✅ stable_softmax: passed (6/6 cases)
     """
     result = run_check(name, impl)
     print(result)

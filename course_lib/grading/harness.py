@@ -91,8 +91,9 @@ def encode_value(value: Any, arrays: dict[str, np.ndarray], strict: bool = True)
         key = f"a{len(arrays)}"
         arrays[key] = np.array(value, copy=True)
         return {"t": "ndarray", "key": key}
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
-        return {"t": type(value).__name__, "items": [encode_value(v, arrays, strict) for v in value]}
+    if isinstance(value, (list, tuple)):  # subclasses too (a namedtuple), read as the base type reads them
+        kind, items = ("tuple", tuple.__iter__(value)) if isinstance(value, tuple) else ("list", list.__iter__(value))
+        return {"t": kind, "items": [encode_value(v, arrays, strict) for v in items]}
     if isinstance(value, Mapping) and strict:
         return {"t": "dict", "items": {str(k): encode_value(v, arrays, strict) for k, v in value.items()}}
     if strict:

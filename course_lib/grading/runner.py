@@ -47,6 +47,7 @@ from typing import Any
 import nbformat
 
 from course_lib.exercises import Exercise, compare_outputs, get_exercise, run_case, to_plain
+from course_lib.exercises.feedback import _diagnose  # the notebook check's own diagnosis, shared
 from course_lib.exercises.notebooks import exercise_cells
 
 from . import harness as H
@@ -346,15 +347,6 @@ def _is_stub(source: str, stub: str) -> bool:
         return False
 
 
-def _diagnose(exercise: Exercise, case: Any, got: Any) -> str:
-    for mistake in exercise.mistakes:
-        try:
-            wrong = to_plain(run_case(mistake.impl, case, grad=exercise.grad))
-        except Exception:  # noqa: BLE001
-            continue
-        if not compare_outputs(wrong, got, exercise.atol, exercise.rtol):
-            return mistake.hint
-    return ""
 
 
 def _judge(spec: ExerciseSpec, outputs: dict[str, Any], memory_mb: int) -> tuple[str, str, str, int, str]:
@@ -380,8 +372,13 @@ def _judge(spec: ExerciseSpec, outputs: dict[str, Any], memory_mb: int) -> tuple
             if H._POISON_MESSAGE in str(entry.get("error", "")):
                 return ("forbidden", "no points for calling the course's reference: your code called it while "
                         f"it was graded (case {case.label!r})", "", 0, str(entry.get("line", "")))
-            if first is None:
-                message = f"case {case.label!r}: your code raised {entry.get('error', '')}"
+            error = str(entry.get("error", ""))
+            if first is None and error.startswith("InputModifiedError: "):  # a wrong answer, as in the check
+                first = ("fail", f"case {case.label!r}: {error.removeprefix('InputModifiedError: ')}",
+                         "work on a copy: an in-place operation on an argument changes the caller's tensor too.",
+                         str(entry.get("line", "")))
+            elif first is None:
+                message = f"case {case.label!r}: your code raised {error}"
                 if status == "memory":
                     message += f" (over the memory limit of {memory_mb} MB)"
                 first = ("error", message, "", str(entry.get("line", "")))
