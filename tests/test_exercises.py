@@ -131,6 +131,34 @@ def test_code_that_changes_its_input_fails_and_names_it() -> None:
     assert "copy" in result.hint
 
 
+def test_right_numbers_without_gradients_fail_where_the_notebooks_train() -> None:
+    """Found from the student's seat: these passed the check, then the notebook's training cell crashed."""
+    from course_lib.layers import mean_pool
+
+    def through_numpy(x, mask):
+        return torch.from_numpy(mean_pool(x.detach(), mask).numpy())
+
+    result = run_check("mean_pool", through_numpy)
+    assert result.status == "failed" and "gradients" in result.message and ".numpy()" in result.hint
+
+    def nan_zeroed_in_place(q, k, v, mask=None, dropout_p=0.0):
+        scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        weights[torch.isnan(weights)] = 0.0  # right numbers; backward fails
+        return weights @ v, weights
+
+    result = run_check("scaled_dot_product_attention", nan_zeroed_in_place)
+    assert result.status == "failed" and "backpropagating" in result.message
+
+    def item_loss(logits, target, smoothing=0.1, ignore_index=0):
+        from course_lib.training import label_smoothed_cross_entropy
+        return torch.tensor(label_smoothed_cross_entropy(logits, target, smoothing, ignore_index).item())
+
+    assert run_check("label_smoothed_cross_entropy", item_loss).status == "failed"
+
+
 def test_sys_exit_in_learner_code_is_an_error_verdict() -> None:
     import sys
 

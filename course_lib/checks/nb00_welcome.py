@@ -20,8 +20,9 @@ def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
              args=(torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, -999.0, -1001.0]]) * scale,)),
         Case("a (2, 5) batch, softmax over the last axis", args=(torch.randn(2, 5, generator=gen) * 3,)),
         Case("a (3, 4) batch, dim=0", args=(torch.randn(3, 4, generator=gen) * 50,), kwargs={"dim": 0}),
-    ] + ([Case("a (2, 3, 6) batch, dim=1", args=(torch.randn(2, 3, 6, generator=gen) * 30,),
-               kwargs={"dim": 1})] if hidden else [])
+        Case("a (2, 3, 6) batch, dim=1 (a middle axis)", args=(torch.randn(2, 3, 6, generator=gen) * 30,),
+             kwargs={"dim": 1}),
+    ]
 
 
 # Plausible mistakes: each is rejected by the check and named in its hint.
@@ -81,6 +82,7 @@ STABLE_SOFTMAX = register(Exercise(
     name="stable_softmax",
     notebook=NOTEBOOK,
     points=1,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=stable_softmax,
     summary="softmax along a dimension that does not overflow for large inputs",
     public_cases=lambda gen: _cases(gen, hidden=False),

@@ -175,6 +175,7 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     name="scaled_dot_product_attention",
     notebook=NOTEBOOK,
     points=2,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=scaled_dot_product_attention,
     summary="softmax(Q K^T / sqrt(d_k)) V with an optional boolean mask (True = may attend), "
             "returning (output, weights)",

@@ -86,6 +86,7 @@ SPLIT_HEADS = register(Exercise(
     name="split_heads",
     notebook=NOTEBOOK,
     points=1,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=split_heads,
     summary="(batch, seq, d_model) -> (batch, num_heads, seq, d_k): head h gets features h*d_k..(h+1)*d_k-1",
     public_cases=lambda gen: _split_cases(gen, hidden=False),
@@ -182,6 +183,7 @@ MERGE_HEADS = register(Exercise(
     name="merge_heads",
     notebook=NOTEBOOK,
     points=1,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=merge_heads,
     summary="(batch, num_heads, seq, d_k) -> (batch, seq, num_heads * d_k): concatenate the heads, in order",
     public_cases=lambda gen: _merge_cases(gen, hidden=False),
@@ -228,6 +230,7 @@ def _mha_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     init = {"d_model": d_model, "num_heads": h}
     x = torch.randn(b, sq, d_model, generator=gen)
     memory = torch.randn(b, sk, d_model, generator=gen)
+    values = torch.randn(b, sk, d_model, generator=gen)  # keys and values that differ
     padding = torch.ones(b, 1, 1, sk, dtype=torch.bool)
     padding[0, ..., -2:] = False  # the first sequence has two padding positions
     causal = torch.tril(torch.ones(sq, sq, dtype=torch.bool))
@@ -246,6 +249,8 @@ def _mha_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         Case("4 heads, no biases (bias=False)", args=(x, memory, memory), kwargs=weights,
              init={"d_model": d_model, "num_heads": 4 if d_model % 4 == 0 else 2, "bias": False},
              state=_state(gen, d_model, bias=False)),
+        Case("key and value are different tensors (w_k projects the key, w_v the value)",
+             args=(x, memory, values), kwargs={"mask": padding, **weights}, init=init, state=_state(gen, d_model)),
         Case("dropout=0.5 in eval mode (the check calls model.eval(): no dropout may apply)",
              args=(x, memory, memory), kwargs={"mask": padding, **weights},
              init={**init, "dropout": 0.5}, state=_state(gen, d_model)),
@@ -286,6 +291,15 @@ class _NoOutputProjection(_Given):
     def forward(self, query, key, value, mask=None, need_weights=False):
         heads, weights = _attend(*self._heads(query, key, value), mask)
         return merge_heads(heads), weights if need_weights else None
+
+
+class _KeyValueSwapped(_Given):
+    def forward(self, query, key, value, mask=None, need_weights=False):
+        q = split_heads(self.w_q(query), self.num_heads)
+        k = split_heads(self.w_k(value), self.num_heads)  # projects the value as the key
+        v = split_heads(self.w_v(key), self.num_heads)
+        heads, weights = _attend(q, k, v, mask)
+        return self.w_o(merge_heads(heads)), weights if need_weights else None
 
 
 class _DropoutAlwaysOn(_Given):
@@ -409,6 +423,7 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     name="multi_head_attention",
     notebook=NOTEBOOK,
     points=3,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=MultiHeadAttention,
     summary="MultiHeadAttention.forward: project, split into heads, attend, merge, project with W^O",
     public_cases=lambda gen: _mha_cases(gen, hidden=False),
@@ -416,6 +431,8 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     mistakes=[
         Mistake("output projection W^O missing", _NoOutputProjection,
                 "after merging the heads, mix them with the output projection: output = self.w_o(merged)."),
+        Mistake("key and value swapped", _KeyValueSwapped,
+                "project the key with w_k and the value with w_v: self.w_k(key), self.w_v(value)."),
         Mistake("dropout applied in eval mode", _DropoutAlwaysOn,
                 "dropout is for training only: pass dropout_p=self.dropout if self.training else 0.0 (or "
                 "F.dropout(..., training=self.training))."),

@@ -134,6 +134,7 @@ FEED_FORWARD = register(Exercise(
     name="feed_forward",
     notebook=NOTEBOOK,
     points=1,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=FeedForward,
     summary="FeedForward.forward: linear, activation, dropout, linear (the position-wise FFN)",
     public_cases=lambda gen: _ffn_cases(gen, hidden=False),
@@ -306,6 +307,7 @@ ENCODER_LAYER = register(Exercise(
     name="encoder_layer",
     notebook=NOTEBOOK,
     points=2,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=EncoderLayer,
     summary="EncoderLayer.forward: self-attention and feed-forward sub-layers with residuals and LayerNorm, "
             "post-LN and pre-LN",
@@ -396,6 +398,7 @@ MEAN_POOL = register(Exercise(
     name="mean_pool",
     notebook=NOTEBOOK,
     points=1,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=mean_pool,
     summary="average of the encoder's outputs over each sequence's real tokens",
     public_cases=lambda gen: _pool_cases(gen, hidden=False),

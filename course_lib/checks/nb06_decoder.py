@@ -180,6 +180,7 @@ DECODER_LAYER = register(Exercise(
     name="decoder_layer",
     notebook=NOTEBOOK,
     points=2,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=DecoderLayer,
     summary="DecoderLayer.forward: masked self-attention, encoder-decoder attention, feed-forward, with "
             "residuals and LayerNorm (post-LN and pre-LN)",

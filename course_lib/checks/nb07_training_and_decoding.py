@@ -141,6 +141,7 @@ LABEL_SMOOTHING = register(Exercise(
     name="label_smoothed_cross_entropy",
     notebook=NOTEBOOK,
     points=2,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=label_smoothed_cross_entropy,
     summary="the label-smoothed cross-entropy averaged over non-padding positions",
     public_cases=lambda gen: _loss_cases(gen, hidden=False),

@@ -103,6 +103,7 @@ PATCHIFY = register(Exercise(
     name="patchify",
     notebook=NOTEBOOK,
     points=2,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=patchify,
     summary="cut images (batch, C, H, W) into flattened p x p patches (batch, N, C*p*p) in raster order",
     public_cases=lambda gen: _patchify_cases(gen, hidden=False),
@@ -213,6 +214,7 @@ CLS_AND_POSITIONS = register(Exercise(
     name="add_cls_and_positions",
     notebook=NOTEBOOK,
     points=1,
+    differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=add_cls_and_positions,
     summary="prepend the learned [CLS] token to every sequence and add the learned position embeddings",
     public_cases=lambda gen: _cls_cases(gen, hidden=False),

@@ -172,6 +172,7 @@ def _flops_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     if hidden:
         for kind in ("self_attention", "recurrent", "convolution", "restricted_self_attention"):
             n, d, k, r = _randint(gen, 2, 300), _randint(gen, 2, 128), _randint(gen, 2, 7), _randint(gen, 1, 9)
+            n = max(n, 2 * r + 1)  # the paper's r-neighbourhood assumes n >= 2r + 1 (no clipping at short n)
             cases.append(Case(f"{kind}, n={n}, d={d}, k={k}, r={r}", args=(kind, n, d), kwargs={"k": k, "r": r}))
     return cases
 

@@ -36,6 +36,7 @@ import torch
 
 __all__ = [
     "InputModifiedError",
+    "NotDifferentiableError",
     "Case",
     "Mistake",
     "Exercise",
@@ -102,6 +103,10 @@ class Exercise:
         atol, rtol: tolerance of the comparison (``torch.allclose`` semantics).
         summary: one sentence saying what the learner implements (shown in reports).
         grad: run cases with autograd enabled (off by default: outputs are compared, not gradients).
+        differentiable: the result is trained through in the notebooks, so it must carry gradients: the
+            checks make the floating-point inputs require grad, run the case and backpropagate through the
+            output (see :func:`run_case`). Catches ``.item()``/``.numpy()``/``torch.tensor(...)`` that cut the
+            graph and in-place writes that autograd refuses, which give the right numbers but fail in training.
     """
 
     name: str
@@ -116,6 +121,7 @@ class Exercise:
     rtol: float = 1e-4
     summary: str = ""
     grad: bool = False
+    differentiable: bool = False
     declared_in: str = field(default="", repr=False)
 
     @property
@@ -188,6 +194,42 @@ class InputModifiedError(Exception):
     """
 
 
+class NotDifferentiableError(Exception):
+    """The output gives the right numbers but gradients cannot flow back through it (see ``differentiable``)."""
+
+
+def _floating_tensors(value: Any) -> list[torch.Tensor]:
+    """Every floating-point tensor in a plain value (tensors, lists, tuples, dicts), in order."""
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if isinstance(value, (list, tuple)):
+        items = tuple.__iter__(value) if isinstance(value, tuple) else list.__iter__(value)
+        return [t for item in items for t in _floating_tensors(item)]
+    if isinstance(value, Mapping):
+        return [t for item in value.values() for t in _floating_tensors(item)]
+    return []
+
+
+def _backpropagate(out: Any) -> None:
+    """Raise :class:`NotDifferentiableError` unless gradients flow back from every floating output."""
+    outputs = _floating_tensors(out)
+    for i, t in enumerate(outputs):
+        if not t.requires_grad and bool(torch.count_nonzero(t.detach())):  # a constant 0 is allowed
+            raise NotDifferentiableError(
+                f"output {i} is not connected to the inputs' gradients (it does not require grad): the "
+                f"result is right but a model trained through it would not learn")
+    connected = [t for t in outputs if t.requires_grad]
+    if not connected:
+        return
+    gen = torch.Generator().manual_seed(0)
+    total = sum((t * torch.rand(t.shape, generator=gen, dtype=t.dtype).to(t.device)).nan_to_num().sum()
+                for t in connected)
+    try:
+        total.backward()  # type: ignore[union-attr]
+    except RuntimeError as err:
+        raise NotDifferentiableError(f"backpropagating through your output failed: {err}") from None
+
+
 def _same(before: Any, after: Any) -> bool:
     """Whether two plain values (as :func:`_clone` copies them) hold the same data; NaN equals NaN."""
     if isinstance(before, torch.Tensor):
@@ -214,16 +256,37 @@ def _argument_names(impl: Callable[..., Any], n_args: int) -> list[str]:
     return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(n_args)]
 
 
-def run_case(impl: Callable[..., Any], case: Case, grad: bool = False) -> Any:
+def _require_grad(value: Any) -> Any:
+    """The value with each floating-point tensor replaced by one that requires gradients.
+
+    The replacement is a non-leaf (a clone of a leaf that requires grad), as an activation inside a model
+    is: in-place writes into it stay possible, so that they are reported as :class:`InputModifiedError`.
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach().requires_grad_(True).clone() if value.is_floating_point() else value
+    if isinstance(value, tuple):
+        return tuple(_require_grad(v) for v in value)
+    if isinstance(value, list):
+        return [_require_grad(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _require_grad(v) for k, v in value.items()}
+    return value
+
+
+def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, differentiable: bool = False) -> Any:
     """Call ``impl`` on ``case``: construct it first (and load ``case.state``) when it is a class.
 
     Inputs are copied for every call, and compared with a second copy afterwards: an implementation that
     changed an input raises :class:`InputModifiedError`. Modules are put in eval mode (dropout off) before
-    the call.
+    the call. With ``differentiable`` the floating-point inputs require grad and the output is
+    backpropagated (a random weighting of its floating tensors); a graph that is cut or broken raises
+    :class:`NotDifferentiableError`.
     """
     args, kwargs = _clone(tuple(case.args)), _clone(dict(case.kwargs))
     pristine_args, pristine_kwargs = _clone(args), _clone(kwargs)
-    with torch.set_grad_enabled(grad):
+    with torch.set_grad_enabled(grad or differentiable):
+        if differentiable:
+            args, kwargs = _require_grad(args), _require_grad(kwargs)
         if inspect.isclass(impl):
             obj = impl(**_clone(dict(case.init or {})))
             if case.state is not None:
@@ -245,6 +308,9 @@ def run_case(impl: Callable[..., Any], case: Case, grad: bool = False) -> Any:
             f"your code changed its input {', '.join(repr(n) for n in changed)} in place; the caller's tensor "
             f"must stay as it was (compute a new tensor: x = x - m, not x -= m; clone() before assigning "
             f"into a copy)")
+    if differentiable:
+        with torch.enable_grad():
+            _backpropagate(out)
     return out
 
 

@@ -17,12 +17,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from .core import Case, Exercise, InputModifiedError, get_exercise, run_case
+from .core import Case, Exercise, InputModifiedError, NotDifferentiableError, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "to_plain", "PASSED", "FAILED",
            "NOT_IMPLEMENTED", "ERROR", "INVALID"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
+NOT_DIFFERENTIABLE_HINT = (
+    "stay in torch operations: .item(), .tolist(), .numpy(), float() and torch.tensor(...) cut the graph, "
+    "and an in-place write into a tensor autograd still needs (w[mask] = 0 after a softmax) breaks backward; "
+    "use torch.where or masked_fill, which return new tensors.")
 _SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", ERROR: "💥", INVALID: "⚠️"}
 
 
@@ -168,7 +172,7 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
                            f"not an instance), got {_describe(impl)}.", cases_total=total)
     for i, case in enumerate(cases):
         try:
-            got = to_plain(run_case(impl, case, grad=exercise.grad))
+            got = to_plain(run_case(impl, case, grad=exercise.grad, differentiable=exercise.differentiable))
         except NotImplementedError:
             return CheckResult(name, NOT_IMPLEMENTED,
                                "replace `raise NotImplementedError()` with your code, then run this cell again.",
@@ -177,6 +181,8 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
             return CheckResult(name, FAILED, str(err), case.label,
                                "work on a copy: an in-place operation (-=, /=, x[...] = ..., .add_()) on an "
                                "argument changes the caller's tensor too.", i, total)
+        except NotDifferentiableError as err:
+            return CheckResult(name, FAILED, str(err), case.label, NOT_DIFFERENTIABLE_HINT, i, total)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
@@ -220,7 +226,7 @@ def check(name: str, impl: Any) -> Callable[..., Any]:
     Example:
         >>> from course_lib.basics import stable_softmax
         >>> fn = check("stable_softmax", stable_softmax)
-        ✅ stable_softmax: passed (6/6 cases)
+        ✅ stable_softmax: passed (7/7 cases)
     """
     result = run_check(name, impl)
     print(result)
