@@ -114,6 +114,14 @@ HOSTILE = {
                          "grading machinery"),
     "magic": ("%load /etc/passwd", "magic"), "shell": ("!cat /etc/passwd", "shell"),
     "dynamic getattr": ("getattr(torch, 'al' + 'lclose')", "computed"),
+    # found by a red-team review: attributes by a string the attribute checks cannot see
+    "attrgetter": ("import operator\ng = operator.attrgetter('__globals__')(stable_softmax)", "attrgetter"),
+    "attrgetter imported": ("from operator import attrgetter", "operator.attrgetter"),
+    "getattr as a value": ("import functools\nfunctools.reduce(getattr, ['x'], torch)", "direct call"),
+    "getattr renamed": ("g = getattr", "direct call"),
+    "dunder in a string": ("name = '__builtins__'", "special attribute __builtins__"),
+    "shared memory": ("t = torch.empty(10)\nt.share_memory_()", "share_memory_"),
+    "write a module file": ("np.zeros(3).tofile('numpy.py')", "tofile"),
 }
 
 
@@ -252,7 +260,7 @@ CONFIG = dict(cell_timeout=8.0, total_timeout=240.0, memory_mb=1024, seed=12345)
 NB00_ATTACKS: dict[str, tuple[str, str, str]] = {
     # name: (exercise cell source, expected status, a phrase of the message)
     "wrong_with_fake_passed_lines": (
-        "print('✅ stable_softmax: passed (6/6 cases)')\n" + HDR +
+        "print('✅ stable_softmax: passed (7/7 cases)')\n" + HDR +
         "    print('✅ stable_softmax: passed')\n    return torch.exp(x) / torch.exp(x).sum(dim=dim, keepdim=True)\n",
         "fail", "NaN"),
     "equality_spoofing": ("class Always:\n    def __eq__(self, other):\n        return True\n    __hash__ = None\n"
@@ -420,6 +428,26 @@ def test_runtime_defences_alone_contain_patches_reference_calls_memory_files_and
     assert got["fx_scale"][:2] == ("error", 0.0) and "does not allow reading" in got["fx_scale"][2]
     assert got["fx_masked_mean"][:2] == ("fail", 0.0)
     assert got["total"] == 0 and got["starts"] == 1
+
+
+@pytest.mark.slow
+def test_runtime_defences_alone_stop_module_shadowing_and_answers_computed_by_the_reference(fx_nb, tmp_path) -> None:
+    """Policy OFF (found by a red-team review): a numpy.py written into the working folder before a forced
+    restart must not shadow NumPy for the grader's setup, and the reference is disabled while its own
+    exercise cell runs (so a table of its answers cannot be computed ahead of the hidden cases)."""
+    solved = solve(fx_nb)
+    sources = {n: cell.source for n, (_, cell, _) in enumerate(exercise_cells(solved))}
+    sources[0] = ("def fx_scaled_scores(q, k):\n    return q\n"
+                  "with open('numpy.py', 'w') as f:\n    f.write('raise ImportError(\"shadowed\")')\n"
+                  "while True:\n    pass\n")
+    sources[1] = ("from fx_checks import fx_causal_mask as ref\n_T = {n: ref(n) for n in range(1, 64)}\n"
+                  "def fx_causal_mask(n):\n    return _T[n]\n")
+    got = _fx_grade(_with_exercises(fx_nb, sources), tmp_path, "fx_shadow", policy=False)
+    assert got["fx_scaled_scores"][:2] == ("timeout", 0.0), got
+    assert got["fx_causal_mask"][:2] == ("error", 0.0) and "disabled" in got["fx_causal_mask"][2], got
+    for name in ("fx_attend", "fx_scale", "fx_masked_mean"):  # graded after the restart: setup was not shadowed
+        assert got[name][0] == "pass", got
+    assert got["starts"] == 2
 
 
 @pytest.mark.slow

@@ -42,8 +42,12 @@ class CappedClient(NotebookClient):
     """A NotebookClient that records at most 64 kB of output per cell and drops the rest."""
 
     def output(self, outs: list[Any], msg: dict[str, Any], display_id: str | None, cell_index: int) -> Any:
+        if msg.get("msg_type") == "error":
+            return super().output(outs, msg, display_id, cell_index)
+        content = msg.get("content", {})
+        incoming = len(str(content.get("text", ""))) + sum(len(str(v)) for v in content.get("data", {}).values())
         size = sum(len(json.dumps(o.get("text", ""))) + len(json.dumps(o.get("data", {}))) for o in outs)
-        if size > _OUTPUT_CAP and msg.get("msg_type") != "error":
+        if size + incoming > _OUTPUT_CAP:  # the message itself counts: one print of 150 MB is not kept
             return None
         return super().output(outs, msg, display_id, cell_index)
 
@@ -68,7 +72,8 @@ def _setup_source(course: Any, workdir: Path) -> str:
     lines = ["# grader: setup (not the learner's code)", *STANDARD_IMPORTS]
     for line in course.setup_lines:
         lines += ["try:", f"    {line}", "except Exception:", "    pass"]
-    lines += ["torch.set_num_threads(1)", "_grader_warm = torch.ones(2, 2) @ torch.ones(2, 2)",
+    lines += ["check = lambda name, impl, *args, **kwargs: impl  # the notebook's check, left in a cell: a no-op",
+              "torch.set_num_threads(1)", "_grader_warm = torch.ones(2, 2) @ torch.ones(2, 2)",
               "import course_lib.exercises.core", "import course_lib.grading.harness as _grader_harness",
               f"_grader_harness.install({str(workdir)!r}, {_read_roots(course.folder)!r})",
               "del _grader_harness, _grader_warm"]
@@ -80,6 +85,19 @@ def _harness_source(manifest: Path) -> str:
             "import course_lib.grading.harness as _grader_harness\n"
             f"_grader_harness.run({str(manifest)!r}, globals())\n"
             "del _grader_harness")
+
+
+def _poison_source(manifest: Path) -> str:
+    return ("# grader: the exercise's reference is disabled while the learner's cell runs\n"
+            "import course_lib.grading.harness as _grader_harness\n"
+            f"_grader_harness.poison_during_cell({str(manifest)!r})\n"
+            "del _grader_harness")
+
+
+_RESTORE_SOURCE = ("# grader: the reference again (the harness poisons it once more for the hidden cases)\n"
+                   "import course_lib.grading.harness as _grader_harness\n"
+                   "_grader_harness.restore_after_cell()\n"
+                   "del _grader_harness")
 
 
 def _checkfill_source(spec: Any) -> str:
@@ -109,6 +127,7 @@ def _kernel_env(workdir: Path, extra_path: str) -> dict[str, str]:
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "COURSE_DEVICE": "cpu",
         "PYTHONDONTWRITEBYTECODE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1", "LANG": "C.UTF-8",
         "PYTHONPATH": extra_path, "JUPYTER_PLATFORM_DIRS": "1",
+        "PYTHONSAFEPATH": "1",  # the working folder (where cells may write files) is never on sys.path
     }
     return env
 
@@ -196,7 +215,8 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
         item["stem"] = f"ex{number}_{secrets.token_hex(4)}"
         item["nonce"] = secrets.token_hex(16)
         manifest = {"stem": item["stem"], "nonce": item["nonce"], "exercise": spec.exercise.name,
-                    "target": spec.target, "grad": spec.exercise.grad, "cases": spec.described,
+                    "target": spec.target, "grad": spec.exercise.grad,
+                    "differentiable": spec.exercise.differentiable, "cases": spec.described,
                     "reference": {"module": getattr(spec.exercise.reference, "__module__", ""),
                                   "qualname": getattr(spec.exercise.reference, "__qualname__", "")}}
         item["manifest"] = H.write_inputs(workdir, item["stem"], manifest, spec.arrays)
@@ -238,7 +258,10 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
                     for fill in item.get("prefills", []):
                         session.run(fill)
                         replay.append(fill)
+                    session.run(_poison_source(item["manifest"]))
                     kind, cell = session.run(item["cell"])
+                    if kind not in ("timeout", "timeout-total", "dead"):
+                        session.run(_RESTORE_SOURCE)
                     if kind in ("timeout", "timeout-total", "dead"):
                         outcomes[name] = {
                             "status": "timeout" if kind.startswith("timeout") else "error",
@@ -277,7 +300,7 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
                         restart = True
                         continue
                     outcomes[name] = {"status": "ran", "outputs": outputs}
-                    replay.append(item["cell"])
+                    replay += [_poison_source(item["manifest"]), item["cell"], _RESTORE_SOURCE]
                     if item["checkfill"]:
                         session.run(item["checkfill"])
                         replay.append(item["checkfill"])

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 __all__ = ["encode_value", "decode_value", "encode_cases", "write_inputs", "read_outputs", "run", "install",
+           "poison_during_cell", "restore_after_cell",
            "Unsupported"]
 
 _TORCH_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
@@ -235,6 +236,26 @@ def _poison(reference: Any) -> list[tuple[types.FunctionType, types.CodeType]]:
     return undo
 
 
+_POISONED: list[tuple[types.FunctionType, types.CodeType]] = []
+
+
+def poison_during_cell(manifest_path: str) -> None:
+    """Kernel side, before the learner's exercise cell: disable the exercise's reference while it runs.
+
+    So the cell cannot compute answers with it ahead of the hidden cases (through a course wrapper that
+    calls it, say). :func:`restore_after_cell` undoes it before the harness runs.
+    """
+    manifest = json.loads(Path(manifest_path).read_text())
+    _POISONED.extend(_poison(_resolve_reference(manifest.get("reference"))))
+
+
+def restore_after_cell() -> None:
+    """Kernel side, after the learner's exercise cell: undo :func:`poison_during_cell`."""
+    while _POISONED:
+        fn, code = _POISONED.pop()
+        fn.__code__ = code
+
+
 def _classify(err: BaseException) -> str:
     if isinstance(err, NotImplementedError):
         return "not-implemented"
@@ -282,7 +303,8 @@ def run(manifest_path: str, namespace: Mapping[str, Any]) -> None:
                     state = decode_value(described["state"], inputs, as_torch=True)
                     case = Case(described["label"], args=tuple(decode_value(described["args"], inputs, True)),
                                 kwargs=decode_value(described["kwargs"], inputs, True), init=init, state=state)
-                    out = run_case(impl, case, grad=bool(manifest.get("grad")))
+                    out = run_case(impl, case, grad=bool(manifest.get("grad")),
+                                   differentiable=bool(manifest.get("differentiable")))
                     entry["output"] = encode_value(out, arrays, strict=False)
                     entry["status"] = "ok"
                 except BaseException as err:  # noqa: BLE001 - the learner's error is data for the grader
@@ -313,7 +335,8 @@ def install(workdir: str, read_roots: Sequence[str]) -> None:
     always = ("/dev/null", "/dev/urandom", "/proc/self/", "/proc/cpuinfo", "/proc/meminfo", "/sys/")
     blocked_events = ("subprocess.Popen", "os.system", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
                       "os.forkpty", "pty.spawn", "socket.connect", "socket.bind", "ctypes.dlopen",
-                      "os.kill", "os.killpg", "signal.pthread_kill")
+                      "os.kill", "os.killpg", "signal.pthread_kill", "mmap.__new__", "sys.setprofile",
+                      "sys.settrace", "code.__new__", "function.__new__", "sys.addaudithook")
 
     def _inside(path: str, places: Sequence[str]) -> bool:
         return any(path == p or path.startswith(p.rstrip("/") + "/") for p in places)

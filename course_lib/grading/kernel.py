@@ -95,7 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     apply_limits(args.memory_mb, args.cpu_seconds)
     from ipykernel import kernelapp
 
-    kernelapp.launch_new_instance(argv=rest)
+    # IPython puts '' (the working folder, where cells may write files) first on sys.path unless told not to:
+    # a learner's numpy.py there would shadow NumPy for the grader's own imports after a restart.
+    kernelapp.launch_new_instance(argv=["--IPKernelApp.ignore_cwd=True", *rest])
 
 
 if __name__ == "__main__":

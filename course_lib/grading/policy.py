@@ -71,6 +71,12 @@ _FORBIDDEN_ATTRIBUTES = {
     "load", "save", "hub", "from_file", "fromfile", "tofile", "loadtxt", "savetxt", "genfromtxt", "memmap",
     "load_library", "cpp_extension", "system", "popen", "ctypes", "DataSource", "lib", "_C", "ops", "jit",
 }
+#: Attributes refused on any object (a tensor's ``share_memory_`` escapes the memory limit, ``tofile`` writes
+#: files, ``attrgetter``/``methodcaller`` reach attributes by a string the checks below cannot see).
+_ALWAYS_FORBIDDEN_ATTRIBUTES = {"share_memory_", "tofile", "from_file", "fromfile", "memmap", "attrgetter",
+                                "methodcaller"}
+#: Built-ins that reach attributes by name: allowed only as a direct call with a constant name.
+_BY_NAME = ("getattr", "setattr", "delattr", "hasattr")
 #: Dunder attributes that ordinary code uses (``super().__init__()``, ``type(x).__name__``...).
 _HARMLESS_DUNDERS = {"__init__", "__name__", "__qualname__", "__doc__", "__len__", "__call__", "__class__",
                      "__repr__", "__str__"}
@@ -144,6 +150,7 @@ class _Visitor(ast.NodeVisitor):
         self.module_names: set[str] = {k for k, v in namespace.items() if isinstance(v, types.ModuleType)}
         self.bound: set[str] = set()
         self.defined: set[str] = set()
+        self.direct_calls: set[int] = set()  # ids of the Name nodes of direct getattr(...) calls
         self._imported: dict[str, Any] = {}
 
     def flag(self, node: ast.AST, reason: str, kind: str = "hostile") -> None:
@@ -197,8 +204,8 @@ class _Visitor(ast.NodeVisitor):
             if module.split(".")[0] == "torch" and _resolve(full) is not None and \
                     full not in ALLOWED_TORCH_MODULES and isinstance(_resolve(full), types.ModuleType):
                 self.flag(node, f"imports {full}, which graded cells may not use")
-            if alias.name in _FORBIDDEN_ATTRIBUTES:
-                self.flag(node, f"imports {full}, which reads or writes files or loads code")
+            if alias.name in _FORBIDDEN_ATTRIBUTES or alias.name in _ALWAYS_FORBIDDEN_ATTRIBUTES:
+                self.flag(node, f"imports {full}, which graded cells may not use (files, code, attributes by name)")
             target = alias.asname or alias.name
             self.bound.add(target)
             if isinstance(_resolve(full), types.ModuleType):
@@ -208,6 +215,10 @@ class _Visitor(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in _FORBIDDEN_NAMES:  # never shadowable: `def f(open=open)` would hide the builtin
             self.flag(node, f"uses {node.id}(), which {_FORBIDDEN_NAMES[node.id]}")
+        elif node.id in _BY_NAME and id(node) not in self.direct_calls:
+            self.flag(node, f"uses {node.id} other than as a direct call (g = {node.id}, reduce({node.id}, ...))")
+        elif node.id in _ALWAYS_FORBIDDEN_ATTRIBUTES:
+            self.flag(node, f"uses {node.id}, which is not allowed in graded cells")
         elif node.id.startswith("_grader"):
             self.flag(node, f"uses {node.id}, a name of the grader's")
         elif isinstance(node.ctx, ast.Load) and node.id not in self.defined and node.id in self.namespace and \
@@ -221,6 +232,9 @@ class _Visitor(ast.NodeVisitor):
         attr = node.attr
         if attr.startswith("__") and attr.endswith("__") and attr not in _HARMLESS_DUNDERS:
             self.flag(node, f"accesses the special attribute {attr}")
+        elif attr in _ALWAYS_FORBIDDEN_ATTRIBUTES:
+            self.flag(node, f"uses .{attr}, which is not allowed in graded cells (files, shared memory or "
+                            f"attributes by name)")
         elif attr in _FORBIDDEN_ATTRIBUTES and self._root_is_module(node.value):
             self.flag(node, f"uses {ast.unparse(node)}, which reads or writes files or loads code")
         if isinstance(node.ctx, (ast.Store, ast.Del)) and self._root_is_module(node.value):
@@ -232,9 +246,16 @@ class _Visitor(ast.NodeVisitor):
             node = node.value if not isinstance(node, ast.Call) else node.func
         return isinstance(node, ast.Name) and node.id in self.module_names
 
+    def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, str) and len(value) > 4 and value.startswith("__") and value.endswith("__") \
+                and value.isidentifier() and value not in _HARMLESS_DUNDERS:
+            self.flag(node, f"names the special attribute {value} in a string")
+
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "hasattr"):
+        if isinstance(func, ast.Name) and func.id in _BY_NAME:
+            self.direct_calls.add(id(func))
             if len(node.args) >= 2:
                 name = node.args[1]
                 if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):

@@ -47,7 +47,10 @@ from typing import Any
 import nbformat
 
 from course_lib.exercises import Exercise, compare_outputs, get_exercise, run_case, to_plain
-from course_lib.exercises.feedback import _diagnose  # the notebook check's own diagnosis, shared
+from course_lib.exercises.feedback import (  # the notebook check's own diagnosis and hint, shared
+    NOT_DIFFERENTIABLE_HINT,
+    _diagnose,
+)
 from course_lib.exercises.notebooks import exercise_cells
 
 from . import harness as H
@@ -377,6 +380,9 @@ def _judge(spec: ExerciseSpec, outputs: dict[str, Any], memory_mb: int) -> tuple
                 first = ("fail", f"case {case.label!r}: {error.removeprefix('InputModifiedError: ')}",
                          "work on a copy: an in-place operation on an argument changes the caller's tensor too.",
                          str(entry.get("line", "")))
+            elif first is None and error.startswith("NotDifferentiableError: "):
+                first = ("fail", f"case {case.label!r}: {error.removeprefix('NotDifferentiableError: ')}",
+                         NOT_DIFFERENTIABLE_HINT, str(entry.get("line", "")))
             elif first is None:
                 message = f"case {case.label!r}: your code raised {error}"
                 if status == "memory":
