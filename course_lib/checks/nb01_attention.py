@@ -201,7 +201,8 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
                 "that no longer sum to 1."),
         Mistake("NaN for a query with no key", _nan_for_empty_rows,
                 "a query whose keys are all masked gives softmax of a row of -inf = NaN; set such rows' weights to "
-                "zero (e.g. with mask.any(dim=-1, keepdim=True))."),
+                "zero with masked_fill or torch.where, e.g. weights.masked_fill(~mask.any(dim=-1, keepdim=True), "
+                "0.0). Multiplying by a 0/1 mask keeps them NaN (NaN * 0 = NaN)."),
         Mistake("-1e9 fill leaves a fully masked row uniform", _large_negative_fill,
                 "filling with -1e9 gives a query with no key uniform weights, not zeros: set the weights of rows "
                 "whose mask is all False to zero."),

@@ -247,7 +247,8 @@ WARMUP = register(Exercise(
         Mistake("warmup^-0.5", _lr_warmup_power_half,
                 "the warm-up branch is step * warmup^-1.5, so that both branches meet at step = warmup."),
         Mistake("max instead of min", _lr_max,
-                "take the min of the two branches: the rate rises linearly, then decays."),
+                "take the min of the two branches, step^-0.5 and step * warmup^-1.5 (check both exponents' "
+                "signs): the rate rises linearly, then decays."),
         Mistake("d_model^+0.5", _lr_sqrt_d_model, "the factor is d_model^-0.5: bigger models get smaller rates."),
         Mistake("no d_model factor", _lr_no_d_model, "multiply by d_model^-0.5."),
         Mistake("step 0 not handled", _lr_step_zero,

@@ -124,8 +124,9 @@ PATCHIFY = register(Exercise(
                 "flattened it as (p, p, C) (channels last). With one channel both agree, so the RGB case "
                 "shows it."),
         Mistake("F.unfold without the transpose", _unfold_not_transposed,
-                "F.unfold returns (batch, C*p*p, num_patches): transpose the last two axes to get one row per "
-                "patch."),
+                "one row per patch: F.unfold returns (batch, C*p*p, num_patches), so transpose its last two "
+                "axes; with reshape, split the image as (batch, C, H/p, p, W/p, p) (grid axis before pixel "
+                "axis) and move the two grid axes first."),
         Mistake("overlapping patches", _overlapping,
                 "patches do not overlap: step by the patch size (stride = patch_size), not by one pixel."),
         Mistake("height and width grids swapped", _grid_sides_swapped,

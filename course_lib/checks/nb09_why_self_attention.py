@@ -135,8 +135,8 @@ MAX_PATH_LENGTH = register(Exercise(
         Mistake("recurrent: n steps", _path_recurrent_n,
                 "from the first to the last of n positions a recurrence takes n - 1 steps, not n."),
         Mistake("convolution: n / k", _path_conv_n_over_k,
-                "a kernel of width k adds k - 1 new positions per layer (not k), and the last position "
-                "needs to reach n - 1 others: ceil((n - 1) / (k - 1))."),
+                "a kernel of width k adds k - 1 new positions per layer (not k), the last position needs to "
+                "reach n - 1 others, and a partial layer still counts: ceil((n - 1) / (k - 1))."),
         Mistake("convolution: rounded down", _path_conv_floor,
                 "a partial layer is still a layer: round up (ceil), not down."),
         Mistake("dilated: math.log rounds", _path_float_log,
