@@ -189,12 +189,19 @@ def test_namedtuple_output_is_read_as_a_tuple() -> None:
 
     assert run_check("multi_head_attention", Named).passed
 
-    class Lying(tuple):  # a tuple whose own iteration shows other items than it holds
+    class Lying(tuple):  # holds a wrong output, but its own iteration shows the right one
         def __iter__(self):
-            return iter((torch.zeros(1),))
+            return iter(self.shown)
 
-    result = run_check("stable_softmax", lambda x, dim=-1: Lying((torch.softmax(x, dim=dim),)))
-    assert result.status == "failed"
+    class Liar(MultiHeadAttention):
+        def forward(self, *args, **kwargs):
+            output, weights = super().forward(*args, **kwargs)
+            fake = Lying((torch.zeros_like(output), weights))
+            fake.shown = (output, weights)
+            return fake
+
+    result = run_check("multi_head_attention", Liar)
+    assert result.status == "failed" and "output[0]" in result.message
 
 
 def test_integer_output_must_stay_integer() -> None:
