@@ -40,7 +40,8 @@ __all__ = [
     "copy_attention_from_torch",
 ]
 
-_ACTIVATIONS = ("relu", "gelu")
+# "gelu" is the exact GELU, x * Phi(x) (BERT, ViT); "gelu_tanh" is its tanh approximation (GPT-2).
+_ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 
 def _activation_module(activation: str) -> nn.Module:
@@ -48,6 +49,8 @@ def _activation_module(activation: str) -> nn.Module:
         return nn.ReLU()
     if activation == "gelu":
         return nn.GELU()
+    if activation == "gelu_tanh":
+        return nn.GELU(approximate="tanh")
     raise ValueError(f"activation must be one of {_ACTIVATIONS}, got {activation!r}")
 
 
@@ -90,7 +93,7 @@ class FeedForward(nn.Module):
         d_model: width of the input and output (512 in the paper's base model).
         d_ff: width of the hidden layer (2048 in the base model).
         dropout: dropout probability on the hidden activations.
-        activation: ``"relu"`` (the paper) or ``"gelu"``.
+        activation: ``"relu"`` (the paper), ``"gelu"`` (exact) or ``"gelu_tanh"`` (GPT-2's approximation).
 
     Shapes: ``x`` (..., d_model) -> (..., d_model).
 
@@ -131,7 +134,8 @@ class EncoderLayer(nn.Module):
         d_model, num_heads, d_ff: sizes from the paper (512, 8, 2048 for the base model).
         dropout: the residual dropout P_drop (also used inside attention and the feed-forward block).
         norm_first: False for post-LN (the paper), True for pre-LN.
-        activation: ``"relu"`` or ``"gelu"`` in the feed-forward block.
+        activation: ``"relu"``, ``"gelu"`` or ``"gelu_tanh"`` in the feed-forward block.
+        layer_norm_eps: the LayerNorms' epsilon (PyTorch's and BERT's 1e-5 and 1e-12; ViT's 1e-6).
 
     Shapes: ``x`` (batch, seq, d_model), ``mask`` bool broadcastable to (batch, num_heads, seq, seq)
     (``padding_mask(tokens, pad_id)`` gives (batch, 1, 1, seq)) -> (batch, seq, d_model).
@@ -143,15 +147,15 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu") -> None:
+                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5) -> None:
         super().__init__()
         _check_sizes("EncoderLayer", d_model, num_heads, d_ff, dropout)
         self.d_model = d_model
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.norm1 = nn.LayerNorm(d_model)  # around self-attention
-        self.norm2 = nn.LayerNorm(d_model)  # around the feed-forward block
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)  # around self-attention
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)  # around the feed-forward block
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
@@ -208,7 +212,7 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu") -> None:
+                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5) -> None:
         super().__init__()
         _check_sizes("DecoderLayer", d_model, num_heads, d_ff, dropout)
         self.d_model = d_model
@@ -216,9 +220,9 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.feed_forward = FeedForward(d_model, d_ff, dropout=dropout, activation=activation)
-        self.norm1 = nn.LayerNorm(d_model)  # around masked self-attention
-        self.norm2 = nn.LayerNorm(d_model)  # around cross-attention
-        self.norm3 = nn.LayerNorm(d_model)  # around the feed-forward block
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)  # around masked self-attention
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)  # around cross-attention
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)  # around the feed-forward block
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
@@ -281,15 +285,16 @@ class Encoder(nn.Module):
     """
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu") -> None:
+                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5) -> None:
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"Encoder: num_layers must be a positive integer, got {num_layers!r}")
         self.d_model = d_model
         self.norm_first = norm_first
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model) if norm_first else None
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
+            for _ in range(num_layers))
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Run the layers in order: (batch, seq, d_model) -> (batch, seq, d_model)."""
@@ -327,15 +332,16 @@ class Decoder(nn.Module):
     """
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu") -> None:
+                 norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5) -> None:
         super().__init__()
         if not isinstance(num_layers, int) or num_layers < 1:
             raise ValueError(f"Decoder: num_layers must be a positive integer, got {num_layers!r}")
         self.d_model = d_model
         self.norm_first = norm_first
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation) for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model) if norm_first else None
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
+            for _ in range(num_layers))
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
 
     def _check(self, x: torch.Tensor, memory: torch.Tensor) -> None:
         _check_activations("Decoder", "x", x, self.d_model)
@@ -450,11 +456,15 @@ def _same_norm_placement(ours: nn.Module, theirs: nn.Module) -> None:
     if bool(ours.norm_first) != bool(theirs.norm_first):
         raise ValueError(f"load_from_torch: norm_first is {ours.norm_first} here but {theirs.norm_first} in "
                          f"the PyTorch layer; build both with the same norm placement")
-    act = theirs.activation
-    name = getattr(act, "__name__", type(act).__name__).lower()
-    ours_act = type(ours.feed_forward.activation).__name__.lower()
+    name, ours_act = _activation_name(theirs.activation), _activation_name(ours.feed_forward.activation)
     if name != ours_act:
         raise ValueError(f"load_from_torch: activation is {ours_act} here but {name} in the PyTorch layer")
+
+
+def _activation_name(act: object) -> str:
+    """``"relu"``, ``"gelu"`` or ``"gelu_tanh"`` for a module or function PyTorch's layers accept."""
+    name = getattr(act, "__name__", type(act).__name__).lower()
+    return "gelu_tanh" if getattr(act, "approximate", "none") == "tanh" else name
 
 
 def _copy_ffn(ffn: FeedForward, layer: nn.Module) -> None:

@@ -95,6 +95,29 @@ def test_encoder_layer_equals_pytorch(norm_first: bool, activation: str) -> None
     torch.testing.assert_close(got, expected, atol=ATOL, rtol=1e-5)
 
 
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-LN", "pre-LN"])
+def test_gelu_tanh_and_layer_norm_eps_equal_pytorch(norm_first: bool) -> None:
+    """GPT-2's layout needs the tanh GELU and BERT's/ViT's a LayerNorm eps other than 1e-5: both equal torch's."""
+    gen = torch.Generator().manual_seed(5)
+    eps = 1e-6
+    t_layer = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, 0.0, activation=nn.GELU(approximate="tanh"),
+                                         layer_norm_eps=eps, batch_first=True, norm_first=norm_first)
+    t_enc = nn.TransformerEncoder(t_layer, 2, norm=nn.LayerNorm(D_MODEL, eps=eps) if norm_first else None,
+                                  enable_nested_tensor=False)
+    _randomise(t_enc, gen)
+    ours = Encoder(2, D_MODEL, HEADS, D_FF, norm_first=norm_first, activation="gelu_tanh",
+                   layer_norm_eps=eps).load_from_torch(t_enc).eval()
+    t_enc.eval()
+    x = torch.randn(3, 6, D_MODEL, generator=gen) * 1e-3  # small activations: eps matters
+    torch.testing.assert_close(ours(x, causal_mask(6)), t_enc(x, mask=~causal_mask(6)), atol=ATOL, rtol=1e-5)
+    assert all(norm.eps == eps for norm in ours.modules() if isinstance(norm, nn.LayerNorm))
+    with pytest.raises(ValueError, match="eps"):  # a different eps is refused, not silently copied
+        Encoder(2, D_MODEL, HEADS, D_FF, norm_first=norm_first, activation="gelu_tanh").load_from_torch(t_enc)
+    with pytest.raises(ValueError, match="activation"):  # exact GELU is not the tanh approximation
+        Encoder(2, D_MODEL, HEADS, D_FF, norm_first=norm_first, activation="gelu",
+                layer_norm_eps=eps).load_from_torch(t_enc)
+
+
 def test_encoder_layer_equals_pytorch_fast_path_at_real_tokens() -> None:
     """Under no_grad in eval, PyTorch takes its fused fast path: the same numbers at real positions."""
     gen = torch.Generator().manual_seed(4)
