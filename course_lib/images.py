@@ -4,7 +4,8 @@ The digits (Alpaydin & Kaynak, UCI) ship inside the scikit-learn wheel, so nothi
 grey-scale images of 8 x 8 pixels with integer intensities 0..16, ten classes of about 180 images each.
 This module turns them into tensors ``(N, 1, 8, 8)`` scaled to ``[0, 1]``, splits them once, stratified by
 class, into train / validation / test, augments training batches with small shifts, and trains an image
-classifier for a fixed number of steps (the plain loop used by notebook 08 and ``benchmarks/bench_vit.py``).
+classifier for a fixed number of steps (notebook 08 and ``benchmarks/bench_vit.py``) on the course's one
+training engine, :func:`course_lib.training.train`.
 
 Example::
 
@@ -16,16 +17,14 @@ Example::
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.training import fused_if_supported
+from course_lib.training import Prediction, TrainHistory, classification_step, fused_if_supported, train
 
 __all__ = [
     "load_digits_tensors",
@@ -35,6 +34,8 @@ __all__ = [
     "digits_loaders",
     "accuracy",
     "TrainHistory",
+    "classifier_optimizer",
+    "warmup_cosine_schedule",
     "train_classifier",
 ]
 
@@ -209,23 +210,29 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch
     return correct / len(labels)
 
 
-@dataclass
-class TrainHistory:
-    """What :func:`train_classifier` measured: per-step loss, periodic accuracies, wall time."""
+def classifier_optimizer(model: nn.Module, lr: float = 1e-3, weight_decay: float = 0.05) -> torch.optim.AdamW:
+    """AdamW (fused where supported) with weight decay on weight matrices only.
 
-    steps: int
-    seconds: float = 0.0
-    loss: list[float] = field(default_factory=list)
-    eval_steps: list[int] = field(default_factory=list)
-    train_acc: list[float] = field(default_factory=list)
-    val_acc: list[float] = field(default_factory=list)
-    epochs: float = 0.0  # passes over the training set that the steps amount to
+    Biases, norms, the [CLS] token and position embeddings (``p.dim() < 2`` or a name containing
+    ``token`` or ``pos``) get no weight decay, as in the ViT paper's recipe.
+    """
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():  # no weight decay on biases, norms, tokens, positions
+        (no_decay if p.dim() < 2 or "token" in name or "pos" in name else decay).append(p)
+    return fused_if_supported(torch.optim.AdamW, [{"params": decay, "weight_decay": weight_decay},
+                                                  {"params": no_decay, "weight_decay": 0.0}], lr=lr)
 
 
-def _endless(loader: torch.utils.data.DataLoader) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Cycle through a DataLoader for ever (it reshuffles at the start of every epoch)."""
-    while True:
-        yield from loader
+def warmup_cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int
+                           ) -> torch.optim.lr_scheduler.LambdaLR:
+    """A linear warm-up over ``warmup`` steps, then a cosine decay to 0 at ``steps`` (a ``LambdaLR``)."""
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress_ = (step - warmup) / max(1, steps - warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * progress_))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
 def train_classifier(model: nn.Module, split: DigitsSplit, steps: int, batch_size: int = 64,
@@ -241,59 +248,37 @@ def train_classifier(model: nn.Module, split: DigitsSplit, steps: int, batch_siz
     count (not a time budget) gives the same numbers on any machine for one seed; the wall time is
     recorded beside it. A non-finite loss stops training with an error rather than silently.
 
+    A thin wrapper: the loop is the course's one engine, :func:`course_lib.training.train`, with
+    :func:`course_lib.training.classification_step`; the history is :class:`course_lib.training.TrainHistory`.
+
     Example:
         >>> model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
         >>> hist = train_classifier(model, digits_split(), steps=20, progress=False)
         >>> len(hist.loss)
         20
     """
-    from tqdm.auto import tqdm
-
     if steps < 1:
         raise ValueError(f"train_classifier: steps must be >= 1, got {steps}")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device).train()
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():  # no weight decay on biases, norms, tokens, positions
-        (no_decay if p.dim() < 2 or "token" in name or "pos" in name else decay).append(p)
-    optimizer = fused_if_supported(torch.optim.AdamW, [{"params": decay, "weight_decay": weight_decay},
-                                                       {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress_ = (step - warmup) / max(1, steps - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * progress_))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
-    history = TrainHistory(steps=steps)
+    optimizer = classifier_optimizer(model, lr, weight_decay)
+    scheduler = warmup_cosine_schedule(optimizer, warmup, steps)
+    history = TrainHistory()
     train_loader, _, _ = digits_loaders(split, batch_size=batch_size, max_shift=max_shift, seed=seed)
-    batches = _endless(train_loader)
-    start = time.perf_counter()
-    bar = tqdm(range(steps), desc=desc, disable=not progress, leave=False)
-    for step in bar:
-        images, labels = next(batches)
-        images, labels = images.to(device), labels.to(device)
-        logits = model(images)  # (batch, num_classes)
-        loss = loss_fn(logits, labels)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"train_classifier: the loss became {loss.item()} at step {step}; "
-                                     f"try a smaller lr (now {lr})")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        history.loss.append(loss.item())
-        if (step + 1) % eval_every == 0 or step + 1 == steps:
-            history.eval_steps.append(step + 1)
-            history.train_acc.append(float((logits.argmax(-1) == labels).float().mean()))
+
+    def evaluate(hist: TrainHistory, pred: Prediction) -> None:
+        if hist.steps % eval_every == 0 or hist.steps == steps:
+            hist.eval_steps.append(hist.steps)
+            hist.train_acc.append(float((pred.logits.argmax(-1) == pred.target).float().mean()))
             if len(split.val_y):
-                history.val_acc.append(accuracy(model, split.val_x, split.val_y))
-            bar.set_postfix(loss=f"{loss.item():.3f}",
-                            val_acc=f"{history.val_acc[-1]:.3f}" if history.val_acc else "-")
-    history.seconds = time.perf_counter() - start
+                hist.val_acc.append(accuracy(model, split.val_x, split.val_y))
+
+    try:
+        train(model, train_loader, steps, optimizer, scheduler, loss_fn=nn.CrossEntropyLoss(label_smoothing=
+              label_smoothing), device=device, clip_grad_norm=1.0, progress=progress, history=history,
+              step_fn=classification_step, desc=desc, on_step=evaluate, leave=False)
+    except FloatingPointError as error:
+        raise FloatingPointError(f"train_classifier: the loss became {getattr(error, 'loss', 'nan')} at step "
+                                 f"{history.steps}; try a smaller lr (now {lr})") from error
     history.epochs = steps * batch_size / len(split.train_y)
-    model.eval()
     return history

@@ -6,16 +6,19 @@ Section 5.3 of "Attention Is All You Need": Adam with beta1 = 0.9, beta2 = 0.98,
 
 (:func:`transformer_lr`, :func:`make_optimizer`, :func:`make_scheduler`). Section 5.4: label smoothing
 with epsilon_ls = 0.1 (:func:`label_smoothed_cross_entropy`, equal to
-``nn.CrossEntropyLoss(label_smoothing=..., ignore_index=pad)``). :func:`train` runs a fixed number of
-steps with a tqdm progress bar and returns a :class:`TrainHistory` (losses, learning rates, tokens, time).
+``nn.CrossEntropyLoss(label_smoothing=..., ignore_index=pad)``). :func:`train` is the course's one
+training loop (translation, images, the command-line trainer ``course-train``, one process or many): a fixed
+number of steps with a tqdm progress bar, returning a :class:`TrainHistory` (losses, learning rates, tokens,
+time, evaluations).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +26,7 @@ from torch import nn
 
 __all__ = [
     "label_smoothed_cross_entropy", "transformer_lr", "make_optimizer", "fused_if_supported", "make_scheduler",
-    "TrainHistory", "train", "teacher_forced_accuracy",
+    "TrainHistory", "Prediction", "translation_step", "classification_step", "train", "teacher_forced_accuracy",
 ]
 
 
@@ -152,13 +155,33 @@ def make_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int =
 
 @dataclass
 class TrainHistory:
-    """What :func:`train` measured: one entry per step, and totals."""
+    """What :func:`train` measured: one entry per step, periodic evaluations, and totals.
+
+    The one history of every trainer in ``course_lib`` (translation, images, the command-line trainer).
+    ``losses`` and ``lrs`` have one entry per optimizer step; ``eval_steps`` with ``train_acc`` /
+    ``val_acc`` are filled by whoever evaluates (``images.train_classifier`` every ``eval_every`` steps);
+    ``items`` counts what the loss averages over (target tokens for translation, images for a classifier).
+    """
 
     losses: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)
     tokens: int = 0
     seconds: float = 0.0
     steps: int = 0
+    eval_steps: list[int] = field(default_factory=list)
+    train_acc: list[float] = field(default_factory=list)
+    val_acc: list[float] = field(default_factory=list)
+    epochs: float = 0.0  # passes over the training set that the steps amount to (where known)
+
+    @property
+    def loss(self) -> list[float]:
+        """The per-step losses (the name ``images.train_classifier``'s history always used)."""
+        return self.losses
+
+    @property
+    def items(self) -> int:
+        """What the loss averaged over, summed over all steps (target tokens or images)."""
+        return self.tokens
 
     @property
     def tokens_per_second(self) -> float:
@@ -175,8 +198,50 @@ class TrainHistory:
             out.append(total / min(i + 1, window))
         return out
 
+    def state_dict(self) -> dict:
+        """Everything measured, as plain Python values (for a checkpoint)."""
+        return {name: (list(value) if isinstance(value, list) else value) for name, value in vars(self).items()}
 
-def _forever(loader: Iterable) -> Iterable:
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        for name, value in state.items():
+            if not hasattr(self, name):
+                raise KeyError(f"TrainHistory.load_state_dict: unknown field {name!r}")
+            setattr(self, name, list(value) if isinstance(value, list) else value)
+
+
+class Prediction(NamedTuple):
+    """What a batch adapter returns for one batch: the model's ``logits``, the ``target`` the loss compares
+    them with, the number of ``items`` the loss averages over (non-padding target tokens, or images), and the
+    target's ``ignore_index`` (padding) for the default loss."""
+
+    logits: torch.Tensor
+    target: torch.Tensor
+    items: int
+    ignore_index: int = -100
+
+
+def translation_step(model: nn.Module, batch, device: torch.device | str) -> Prediction:
+    """The batch adapter for translation: a :class:`course_lib.text.Batch` through ``model(src, tgt_in)``.
+
+    Logits (batch, tgt_len, vocab) against ``tgt_out`` (batch, tgt_len); padding is ignored and not counted.
+    """
+    batch = batch.to(device)
+    logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
+    return Prediction(logits, batch.tgt_out, batch.num_tgt_tokens, batch.pad_id)
+
+
+def classification_step(model: nn.Module, batch, device: torch.device | str) -> Prediction:
+    """The batch adapter for classification: ``(images, labels)`` through ``model(images)``.
+
+    Logits (batch, num_classes) against labels (batch,); every image counts once.
+    """
+    images, labels = batch
+    images, labels = images.to(device), labels.to(device)
+    return Prediction(model(images), labels, len(labels))  # logits (batch, num_classes)
+
+
+def _forever(loader: Iterable) -> Iterator:
     while True:
         empty = True
         for batch in loader:
@@ -186,17 +251,37 @@ def _forever(loader: Iterable) -> Iterable:
             raise ValueError("train: the loader yields no batches")
 
 
+def _distributed_world() -> int:
+    """The number of processes training together (1 unless ``torch.distributed`` is initialised)."""
+    dist = torch.distributed
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
 def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim.Optimizer,
           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
           loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
           device: torch.device | str = "cpu", clip_grad_norm: float | None = 1.0, progress: bool = True,
-          history: TrainHistory | None = None) -> TrainHistory:
+          history: TrainHistory | None = None, step_fn: Callable[..., Prediction] = translation_step,
+          desc: str = "training", on_step: Callable[[TrainHistory, Prediction], None] | None = None,
+          autocast_dtype: torch.dtype | None = None, leave: bool = True) -> TrainHistory:
     """Train ``model`` for exactly ``steps`` optimizer steps on batches from ``loader`` (cycled).
 
-    Each batch is a :class:`course_lib.text.Batch` (``src``, ``tgt_in``, ``tgt_out``, ``pad_id``); the model
-    is called as ``model(src, tgt_in)`` and must return logits (batch, tgt_len, vocab). The loss defaults
-    to :func:`label_smoothed_cross_entropy` with smoothing 0.1 and the batch's padding ignored. A fixed
-    number of steps (not seconds) makes a seed give the same numbers on any machine; the time is measured.
+    The one training loop of the course. Each step: ``step_fn(model, batch, device)`` turns a batch into a
+    :class:`Prediction` (logits, target, items); ``loss_fn(logits, target)`` gives the loss; then
+    ``zero_grad``, ``backward``, gradient-norm clipping at ``clip_grad_norm`` (None: no clipping),
+    ``optimizer.step()`` and ``scheduler.step()``. The default ``step_fn`` is :func:`translation_step`
+    (``model(src, tgt_in)`` on a :class:`course_lib.text.Batch`); :func:`classification_step` takes
+    ``(images, labels)``. The default loss is :func:`label_smoothed_cross_entropy` with smoothing 0.1 and
+    the target's padding ignored. A fixed number of steps (not seconds) makes a seed give the same numbers
+    on any machine; the time is measured.
+
+    ``on_step(history, prediction)`` runs after every step (evaluations, checkpoints, logs). Under
+    ``torch.distributed`` (the model wrapped in ``DistributedDataParallel``), the loss each process
+    back-propagates is rescaled by its share of the items of the global batch, so that DDP's average of the
+    gradients is the gradient of the loss averaged over all items of all processes: N processes with batch
+    b compute what one process with batch N*b computes, even when padding makes the token counts differ.
+    The recorded loss is then the global one. ``autocast_dtype`` (e.g. ``torch.bfloat16`` on CUDA) runs
+    the forward pass and the loss under ``torch.autocast``.
 
     A non-finite loss stops training with a FloatingPointError naming the step (never a silent NaN).
     Pass a previous ``history`` to continue a run and append to its curves.
@@ -206,36 +291,54 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
     from tqdm.auto import tqdm
 
     history = history if history is not None else TrainHistory()
+    world = _distributed_world()
+    device_type = torch.device(device).type
     model.train()
     batches = iter(_forever(loader))
-    bar = tqdm(total=steps, desc="training", disable=not progress, leave=True)
+    bar = tqdm(total=steps, desc=desc, disable=not progress, leave=leave)
     start = time.perf_counter()
-    for _ in range(steps):
-        batch = next(batches).to(device)
-        logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
-        if loss_fn is None:
-            loss = label_smoothed_cross_entropy(logits, batch.tgt_out, 0.1, ignore_index=batch.pad_id)
-        else:
-            loss = loss_fn(logits, batch.tgt_out)
-        if not torch.isfinite(loss):
-            bar.close()
-            raise FloatingPointError(f"train: the loss became {loss.item()} at step {history.steps + 1}")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip_grad_norm is not None:
-            nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
-        history.lrs.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        history.losses.append(loss.item())
-        history.tokens += batch.num_tgt_tokens
-        history.steps += 1
-        if history.steps % 20 == 0 or history.steps == 1:
-            bar.set_postfix(loss=f"{history.losses[-1]:.3f}", lr=f"{history.lrs[-1]:.2e}")
-        bar.update(1)
-    history.seconds += time.perf_counter() - start
-    bar.close()
+    try:
+        for _ in range(steps):
+            with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                pred = step_fn(model, next(batches), device)
+                if loss_fn is None:
+                    loss = label_smoothed_cross_entropy(pred.logits, pred.target, 0.1, ignore_index=pred.ignore_index)
+                else:
+                    loss = loss_fn(pred.logits, pred.target)
+            items = pred.items
+            if world > 1:  # every process's share of the global batch: [items, items * loss] summed
+                totals = torch.tensor([float(items), float(items) * loss.item()], dtype=torch.float64,
+                                      device=loss.device)
+                torch.distributed.all_reduce(totals)
+                global_items = totals[0].item()
+                recorded = totals[1].item() / max(global_items, 1.0)
+                items = int(global_items)
+                backward_loss = loss * (pred.items * world / max(global_items, 1.0))
+            else:
+                recorded, backward_loss = None, loss
+            if not torch.isfinite(loss):
+                error = FloatingPointError(f"train: the loss became {loss.item()} at step {history.steps + 1}")
+                error.loss = loss.item()  # for wrappers that word the message their own way
+                raise error
+            optimizer.zero_grad(set_to_none=True)
+            backward_loss.backward()
+            if clip_grad_norm is not None:
+                nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+            history.lrs.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()
+            history.losses.append(loss.item() if recorded is None else recorded)
+            history.tokens += items
+            history.steps += 1
+            if on_step is not None:
+                on_step(history, pred)
+            if history.steps % 20 == 0 or history.steps == 1:
+                bar.set_postfix(loss=f"{history.losses[-1]:.3f}", lr=f"{history.lrs[-1]:.2e}")
+            bar.update(1)
+    finally:
+        history.seconds += time.perf_counter() - start
+        bar.close()
     model.eval()
     return history
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from course_lib.images import digits_loaders, digits_split, train_classifier
 from course_lib.training import (
     TrainHistory,
     fused_if_supported,
@@ -209,3 +210,110 @@ def test_train_empty_loader() -> None:
     model = _Copy(10)
     with pytest.raises(ValueError, match="no batches"):
         train(model, [], 3, make_optimizer(model), progress=False)
+
+# The one engine against plain written-out loops: the loops course_lib had before the engine (training.train
+# for translation batches, images.train_classifier for images), written the way the notebooks teach them.
+# The engine must give bit-identical losses and parameters for the same seed, so moving a notebook or a
+# trainer onto it changes no number.
+
+def _padded_batches(n: int) -> list:
+    from course_lib.text import Batch
+
+    gen = torch.Generator().manual_seed(0)
+    out = []
+    for _ in range(n):
+        src = torch.randint(3, 10, (8, 5), generator=gen)
+        tgt_out = src.clone()
+        tgt_out[:, 3:] = 0  # padding the loss ignores
+        out.append(Batch(src=src, tgt_in=torch.ones(8, 5, dtype=torch.long), tgt_out=tgt_out))
+    return out
+
+
+def _reference_translation_loop(model, batches, steps, optimizer, scheduler) -> list[float]:
+    losses = []
+    for step in range(steps):
+        batch = batches[step % len(batches)]
+        logits = model(batch.src, batch.tgt_in)
+        loss = label_smoothed_cross_entropy(logits, batch.tgt_out, 0.1, ignore_index=batch.pad_id)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_engine_equals_the_written_out_translation_loop() -> None:
+    runs = {}
+    for name in ("reference", "engine"):
+        torch.manual_seed(0)
+        model = _Copy(10)
+        opt = make_optimizer(model)
+        sched = make_scheduler(opt, d_model=16, warmup=5, scale=2.0)
+        if name == "reference":
+            losses = _reference_translation_loop(model, _padded_batches(3), 25, opt, sched)
+        else:
+            hist = train(model, _padded_batches(3), 25, opt, sched, progress=False)
+            assert isinstance(hist, TrainHistory) and hist.tokens == 25 * 8 * 3
+            losses = hist.losses
+        runs[name] = (losses, [p.detach().clone() for p in model.parameters()])
+    assert runs["engine"][0] == runs["reference"][0]
+    for a, b in zip(runs["engine"][1], runs["reference"][1], strict=True):
+        assert torch.equal(a, b)
+    assert runs["engine"][0][-1] < runs["engine"][0][0]  # it did learn
+
+
+def _reference_classifier_loop(model, split, steps, batch_size, lr, weight_decay, warmup, max_shift,
+                               label_smoothing, seed) -> list[float]:
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.dim() < 2 or "token" in name or "pos" in name else decay).append(p)
+    optimizer = fused_if_supported(torch.optim.AdamW, [{"params": decay, "weight_decay": weight_decay},
+                                                       {"params": no_decay, "weight_decay": 0.0}], lr=lr)
+
+    def schedule(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+    train_loader, _, _ = digits_loaders(split, batch_size=batch_size, max_shift=max_shift, seed=seed)
+
+    def endless():
+        while True:
+            yield from train_loader
+
+    batches, losses = endless(), []
+    model.train()
+    for _ in range(steps):
+        images, labels = next(batches)
+        loss = loss_fn(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_train_classifier_equals_the_written_out_loop() -> None:
+    from course_lib.vit import VisionTransformer
+
+    split = digits_split()
+    config = dict(batch_size=32, lr=3e-3, weight_decay=0.05, warmup=5, max_shift=1, label_smoothing=0.1, seed=0)
+    runs = {}
+    for name in ("reference", "engine"):
+        torch.manual_seed(0)
+        model = VisionTransformer(image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=16,
+                                  num_heads=2, num_layers=1, d_ff=32, dropout=0.1)
+        if name == "reference":
+            losses = _reference_classifier_loop(model, split, 30, **config)
+        else:
+            losses = train_classifier(model, split, 30, eval_every=10, progress=False, **config).loss
+        runs[name] = (losses, [p.detach().clone() for p in model.parameters()])
+    assert runs["engine"][0] == runs["reference"][0]
+    for a, b in zip(runs["engine"][1], runs["reference"][1], strict=True):
+        assert torch.equal(a, b)
