@@ -28,6 +28,7 @@ The pipeline, each step a small public name:
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections import Counter
@@ -43,6 +44,7 @@ __all__ = [
     "Pair", "NumberCorpus", "number_to_words", "make_number_corpus",
     "Tokenizer", "WordTokenizer", "CharTokenizer", "BPETokenizer",
     "Vocab", "TranslationDataset", "Batch", "collate", "LengthBucketSampler", "make_loader",
+    "read_tsv_pairs", "write_tsv_pairs", "read_parallel_files", "split_pairs",
 ]
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -498,3 +500,124 @@ def make_loader(dataset: TranslationDataset, batch_size: int, shuffle: bool = Tr
     gen = torch.Generator().manual_seed(seed)
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=gen,
                       collate_fn=lambda ex: collate(ex, pad_id))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 5. Real sentences from files (nothing is downloaded: you bring the file)
+# ---------------------------------------------------------------------------------------------------
+
+def _read_lines(path: str | os.PathLike, encoding: str) -> list[str]:
+    """The lines of a text file without their line endings (a clear error when the file is missing)."""
+    try:
+        with open(path, encoding=encoding, newline="") as f:
+            return [line.rstrip("\r\n") for line in f]
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such file: {os.fspath(path)!r}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{os.fspath(path)}: not {encoding} text ({error.reason} at byte {error.start})") from None
+
+
+def read_tsv_pairs(path: str | os.PathLike, encoding: str = "utf-8", skip_blank: bool = True) -> list[Pair]:
+    """Sentence pairs from a tab-separated file: ``source<TAB>target`` or ``source<TAB>target<TAB>attribution``.
+
+    The format of the Tatoeba sentence pairs that many tutorials use (``eng-deu.txt`` from the
+    ``deu-eng.zip`` of manythings.org/anki, or an export from tatoeba.org): one pair a line, the English
+    sentence, a tab, its German translation, and optionally a third column with the attribution (licence
+    and contributors), which is ignored. Surrounding spaces are stripped; blank lines are skipped (with
+    ``skip_blank``). Each :class:`Pair` gets its 1-based line number as ``number``, so that an example can
+    be traced back to its line. Nothing is downloaded: fetch the file yourself (see docs/scaling.md).
+
+    A malformed line raises a ValueError naming the file, the line number and what was expected.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "eng-deu.txt"
+        >>> _ = path.write_text("Hi.\\tHallo!\\tCC-BY 2.0 (France) Attribution: tatoeba.org\\n", encoding="utf-8")
+        >>> read_tsv_pairs(path)
+        [Pair(number=1, src='Hi.', tgt='Hallo!')]
+    """
+    pairs: list[Pair] = []
+    for lineno, line in enumerate(_read_lines(path, encoding), start=1):
+        if not line.strip():
+            if skip_blank:
+                continue
+            raise ValueError(f"{os.fspath(path)}:{lineno}: blank line; expected source<TAB>target[<TAB>attribution]")
+        fields = line.split("\t")
+        if len(fields) not in (2, 3):
+            raise ValueError(f"{os.fspath(path)}:{lineno}: expected 2 or 3 tab-separated columns "
+                             f"(source, target, optional attribution), got {len(fields)}: {line[:80]!r}")
+        src, tgt = fields[0].strip(), fields[1].strip()
+        for column, text in (("source (column 1)", src), ("target (column 2)", tgt)):
+            if not text:
+                raise ValueError(f"{os.fspath(path)}:{lineno}: the {column} is empty: {line[:80]!r}")
+        pairs.append(Pair(lineno, src, tgt))
+    if not pairs:
+        raise ValueError(f"{os.fspath(path)}: no sentence pairs (expected lines source<TAB>target)")
+    return pairs
+
+
+def write_tsv_pairs(pairs: Iterable[Pair], path: str | os.PathLike, encoding: str = "utf-8") -> None:
+    """Write pairs as ``source<TAB>target`` lines, the format :func:`read_tsv_pairs` reads.
+
+    A sentence containing a tab or a line break cannot be written in this format: a ValueError names it.
+    """
+    lines = []
+    for i, pair in enumerate(pairs):
+        for side, text in (("src", pair.src), ("tgt", pair.tgt)):
+            if "\t" in text or "\n" in text or "\r" in text or not text.strip():
+                raise ValueError(f"write_tsv_pairs: pair {i} has a {side} that is empty or contains a tab or a "
+                                 f"line break: {text!r}")
+        lines.append(f"{pair.src}\t{pair.tgt}\n")
+    with open(path, "w", encoding=encoding, newline="\n") as f:
+        f.writelines(lines)
+
+
+def read_parallel_files(src_path: str | os.PathLike, tgt_path: str | os.PathLike,
+                        encoding: str = "utf-8") -> list[Pair]:
+    """Sentence pairs from two aligned plain-text files, line i of one translating line i of the other.
+
+    The layout of Multi30k (``train.en`` and ``train.de``, ``val.en`` and ``val.de``, ...) and of most
+    corpora on opus.nlpl.eu in "Moses" format. Each :class:`Pair` gets its 1-based line number as
+    ``number``. Files of different lengths, or an empty line on either side, raise a ValueError naming the
+    files and the line number.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = (d / "train.en").write_text("A dog runs.\\n", encoding="utf-8")
+        >>> _ = (d / "train.de").write_text("Ein Hund rennt.\\n", encoding="utf-8")
+        >>> read_parallel_files(d / "train.en", d / "train.de")
+        [Pair(number=1, src='A dog runs.', tgt='Ein Hund rennt.')]
+    """
+    src_lines, tgt_lines = _read_lines(src_path, encoding), _read_lines(tgt_path, encoding)
+    while src_lines and tgt_lines and not src_lines[-1].strip() and not tgt_lines[-1].strip():
+        src_lines.pop(), tgt_lines.pop()  # trailing blank lines at the end of both files
+    if len(src_lines) != len(tgt_lines):
+        raise ValueError(f"{os.fspath(src_path)} has {len(src_lines)} lines but {os.fspath(tgt_path)} has "
+                         f"{len(tgt_lines)}: expected the same number, line i of one translating line i of "
+                         f"the other")
+    pairs = []
+    for lineno, (src, tgt) in enumerate(zip(src_lines, tgt_lines, strict=True), start=1):
+        for path, text in ((src_path, src), (tgt_path, tgt)):
+            if not text.strip():
+                raise ValueError(f"{os.fspath(path)}:{lineno}: empty line; expected a sentence aligned with "
+                                 f"line {lineno} of the other file")
+        pairs.append(Pair(lineno, src.strip(), tgt.strip()))
+    if not pairs:
+        raise ValueError(f"{os.fspath(src_path)}: no sentences")
+    return pairs
+
+
+def split_pairs(pairs: Sequence[Pair], n_valid: int, n_test: int, seed: int = 0
+                ) -> tuple[list[Pair], list[Pair], list[Pair]]:
+    """Shuffle ``pairs`` with ``seed`` and cut off ``n_valid`` and ``n_test`` of them: ``(train, valid, test)``.
+
+    For a corpus that comes as one file (Tatoeba). A sentence repeated in the file may land in two splits;
+    deduplicate first if that matters for your measurement.
+    """
+    if n_valid < 0 or n_test < 0 or n_valid + n_test >= len(pairs):
+        raise ValueError(f"split_pairs: need 0 <= n_valid, 0 <= n_test and n_valid + n_test < len(pairs) "
+                         f"= {len(pairs)}, got n_valid={n_valid}, n_test={n_test}")
+    order = list(pairs)
+    random.Random(seed).shuffle(order)
+    return order[n_valid + n_test:], order[:n_valid], order[n_valid:n_valid + n_test]
