@@ -1,0 +1,7 @@
+"""``python -m course_lib.trainer`` (and ``torchrun -m course_lib.trainer``): the ``course-train`` command."""
+
+import sys
+
+from course_lib.trainer.cli import main
+
+sys.exit(main())
