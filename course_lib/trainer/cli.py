@@ -203,7 +203,9 @@ def run(task: str, config: dict, out: str | os.PathLike, resume: bool = False, p
             write_metrics(history, out, f"course-train {task}")
             result = {"task": task, "steps": history.steps, "processes": ctx.world_size, "device": str(ctx.device),
                       "final_loss_mean_50": history.smoothed(50)[-1] if history.losses else None,
-                      "epochs": history.epochs, **setup.evaluate(module, ctx.device)}
+                      "epochs": history.epochs, "train_seconds": history.seconds, "items": history.items,
+                      "items_per_second": history.items / history.seconds if history.seconds else None,
+                      **setup.evaluate(module, ctx.device)}
             (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
             say("result: " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
                                        for k, v in result.items()))
