@@ -153,6 +153,7 @@ def test_sigkill_and_resume_equals_an_uninterrupted_run(tmp_path) -> None:
     assert a["test_accuracy"] == b["test_accuracy"]
     lines = (tmp_path / "killed" / "metrics.csv").read_text().splitlines()
     assert lines == (tmp_path / "whole" / "metrics.csv").read_text().splitlines() and len(lines) == 61
+    assert (tmp_path / "killed" / "metrics.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.slow
