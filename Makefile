@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.course-installed
 
-.PHONY: lab test env solutions release clean-env
+.PHONY: lab test env solutions release clean-env site
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is needed, found " + sys.version.split()[0]'
@@ -35,6 +35,13 @@ solutions: $(STAMP)
 
 release: $(STAMP)
 	$(BIN)/course-notebooks release --out release
+
+# The course as a website in build/site (tools/build_site.py; see site/README.md). Executed notebooks are cached in
+# build/site-cache, so a rebuild re-executes only the notebooks that changed. `make site COURSE_SMOKE=1` shortens
+# the training loops (what CI builds). Serve it with: python -m http.server -d build/site
+COURSE_SMOKE ?=
+site: $(STAMP)
+	COURSE_SMOKE=$(COURSE_SMOKE) $(BIN)/python tools/build_site.py --out build/site
 
 clean-env:
 	rm -rf $(VENV)

@@ -1,0 +1,99 @@
+"""MkDocs hooks of the course's website: links written for the repository keep working on the site.
+
+The site's pages keep the repository's layout (README.md is the home page, docs/*.md, benchmarks/results/*,
+notebooks/*.ipynb), so a relative link written in the repository points at the same file on the site. Two
+kinds still need a hand after MkDocs has rendered a page (``on_page_content``):
+
+- a link from a notebook to another notebook (``02_multi_head_attention.ipynb``): MkDocs rewrites links in
+  Markdown pages only, and a notebook's HTML comes from nbconvert, so the link is pointed at the notebook's page;
+- a link to a file of the repository that is not part of the site (``../assignments/kv_cache/``): it points at
+  the file in the repository when ``repo_url`` is configured, and otherwise becomes plain text with the path as
+  its title, rather than a link that 404s.
+
+A relative link to neither a page nor a file of the repository is left alone, for the site's browser test
+(tests/test_site.py) to report as broken.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from html import escape
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+_ANCHOR_HREF = re.compile(r'(<a\b[^>]*?)\bhref="([^"]*)"', re.IGNORECASE)
+_HEADING_ID = re.compile(r'<h[1-6][^>]*?\bid="([^"]*)"', re.IGNORECASE)
+
+
+def _is_relative(href: str) -> bool:
+    parts = urlsplit(href)
+    return not (parts.scheme or parts.netloc or href.startswith(("#", "/")) or not parts.path)
+
+
+def on_page_content(html: str, page, config, files) -> str:
+    """Point notebook-to-notebook links at pages and links to repository files at the repository."""
+    repo_root = Path(config["extra"]["course_repository_root"])
+    repo_url = (config.get("repo_url") or "").rstrip("/")
+    here = posixpath.dirname(page.file.src_uri)
+    by_source = {f.src_uri: f for f in files}
+    destinations = {f.dest_uri for f in files}
+
+    def rewrite(match: re.Match) -> str:
+        opening, href = match.group(1), match.group(2)
+        if not _is_relative(href):
+            return match.group(0)
+        parts = urlsplit(href)
+        target = posixpath.normpath(posixpath.join(here, unquote(parts.path)))
+        fragment = f"#{parts.fragment}" if parts.fragment else ""
+        if target in destinations:
+            return match.group(0)  # already a page or an asset of the site
+        if target in by_source:
+            url = by_source[target].url_relative_to(page.file)
+            return f'{opening}href="{escape(url)}{escape(fragment)}"'
+        repo_path = "" if target == "." else target
+        if not target.startswith("..") and (repo_root / repo_path).exists():
+            if repo_url:
+                kind = "tree" if (repo_root / repo_path).is_dir() else "blob"
+                return f'{opening}href="{escape(f"{repo_url}/{kind}/main/{repo_path}")}"'
+            return f'{opening}class="course-repo-path" title="{escape(repo_path)} in the course\'s repository"'
+        return match.group(0)
+
+    html = _ANCHOR_HREF.sub(rewrite, html)
+    if page.file.src_uri.endswith(".ipynb"):
+        _align_toc_with_headings(page.toc, html)
+    return html
+
+
+def _align_toc_with_headings(toc, html: str) -> None:
+    """Point the table of contents of a notebook's page at its headings' real ids.
+
+    mkdocs-jupyter makes the contents' ids from the headings' text without their code (``exercise-01`` for
+    "Exercise 0.1 — `stable_softmax`"), while nbconvert's headings keep it (``exercise-01-stable_softmax``); the
+    contents' links then lead nowhere. Both list the notebook's Markdown headings in page order, so when they
+    count the same headings, each entry takes the id of the heading at its position; otherwise an entry whose id
+    no heading has takes the id of the next heading that starts with it.
+    """
+    heading_ids = _HEADING_ID.findall(html)
+    entries = []
+
+    def flatten(items) -> None:
+        for item in items:
+            entries.append(item)
+            flatten(item.children)
+
+    flatten(toc)
+    if len(entries) == len(heading_ids):
+        for entry, heading_id in zip(entries, heading_ids, strict=True):
+            entry.id = heading_id
+        return
+    present, position = set(heading_ids), 0
+    for entry in entries:
+        if entry.id in present:
+            if entry.id in heading_ids[position:]:
+                position = heading_ids.index(entry.id, position) + 1
+            continue
+        for index in range(position, len(heading_ids)):
+            if heading_ids[index].startswith(entry.id):
+                entry.id, position = heading_ids[index], index + 1
+                break

@@ -1,0 +1,216 @@
+"""The course's website, built in smoke mode and read in a real browser (Playwright on the system Chromium).
+
+One build (``tools/build_site.py`` with ``COURSE_SMOKE=1``, as ``make site COURSE_SMOKE=1``) into a temporary
+folder, served on localhost by ``http.server`` in a thread; then every page reachable from the home page is
+visited, and each must:
+
+- load (HTTP 200) with no console error and no uncaught exception;
+- make no request that fails and none to another host than the local server (such requests are blocked, and
+  counted: the site must work offline);
+- have its maths typeset by the local MathJax: no ``$...$`` left as text outside code, and MathJax's elements
+  present where the page's source has maths;
+- show every image, loaded (``naturalWidth > 0``).
+
+Every link to the site (``href``, fragments included) must lead to a page or file that exists and to an
+element with that id; every notebook in notebooks/ must have its page, in the navigation. Screenshots of the
+course's pages (their first screen) go to tests/browser.py's SCREENSHOTS folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+
+import pytest
+from browser import SCREENSHOTS, chromium
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+#: Text that MathJax should have turned into maths: $...$ holding a TeX command, a sub- or superscript.
+UNTYPESET = re.compile(r"\$[^$\n]*(\\[A-Za-z]+|[_^])[^$\n]*\$")
+#: The text of a page outside code, scripts and typeset maths (where untypeset TeX would show).
+PROSE_JS = """() => {
+  const skip = new Set(['PRE', 'CODE', 'SCRIPT', 'STYLE', 'MJX-CONTAINER', 'TEXTAREA']);
+  const parts = [];
+  const walk = (node) => {
+    if (node.nodeType === Node.TEXT_NODE) { parts.push(node.textContent); return; }
+    if (node.nodeType !== Node.ELEMENT_NODE || skip.has(node.tagName)) return;
+    for (const child of node.childNodes) walk(child);
+  };
+  walk(document.body);
+  return parts.join('');
+}"""
+
+
+def _has_maths(notebook: Path) -> bool:
+    """True when a Markdown cell of the notebook holds $...$ maths with TeX in it."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return any(UNTYPESET.search("".join(c["source"])) for c in cells if c["cell_type"] == "markdown")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built in smoke mode (executed notebooks cached in build/site-cache, keyed on their sources)."""
+    out = tmp_path_factory.mktemp("site") / "site"
+    env = {**os.environ, "COURSE_SMOKE": "1"}
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
+                            env=env, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, f"the site did not build:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(site: Path) -> Iterator[str]:
+    """A static server of the site on a free localhost port; its base URL."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _crawl(base: str) -> dict[str, dict]:
+    """Visit every HTML page reachable from the home page; return what each showed, by URL."""
+    seen: dict[str, dict] = {}
+    queue = [base + "index.html"]
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url} ({r.failure})"))
+        page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+
+        def only_local(route: object) -> None:
+            url = route.request.url
+            if url.startswith(base) or url.startswith(("data:", "blob:")):
+                route.continue_()
+            else:
+                problems.append(f"external request: {url}")
+                route.abort()
+
+        context.route("**/*", only_local)
+        while queue:
+            url = queue.pop(0)
+            if url in seen:
+                continue
+            problems.clear()
+            started = time.perf_counter()
+            response = page.goto(url, wait_until="load")
+            info: dict = {"status": response.status if response else None,
+                          "type": (response.headers.get("content-type", "") if response else "")}
+            seen[url] = info
+            if "text/html" not in info["type"]:
+                info["problems"] = list(problems)
+                continue
+            page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise",
+                                   timeout=30_000)
+            page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+            page.wait_for_load_state("networkidle")
+            info["maths"] = page.locator("mjx-container").count()
+            info["untypeset"] = UNTYPESET.findall(page.evaluate(PROSE_JS))
+            info["images"] = page.evaluate("() => [...document.images].map(i => "
+                                           "({src: i.src.slice(0, 80), ok: i.complete && i.naturalWidth > 0}))")
+            info["ids"] = set(page.evaluate("() => [...document.querySelectorAll('[id]')].map(e => e.id)"))
+            info["ids"] |= set(page.evaluate("() => [...document.querySelectorAll('a[name]')].map(e => e.name)"))
+            hrefs = page.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
+            info["links"] = [h for h in hrefs if h.startswith(base)]
+            for link in info["links"]:
+                target = urldefrag(link).url
+                if target not in seen and target not in queue:
+                    queue.append(target)
+            path = urlsplit(url).path.strip("/")
+            if not path.startswith("api/"):  # the pdoc pages are many and alike: their checks suffice
+                # The first screen only: a notebook's whole page is ~15,000 px tall and takes 15 s to capture.
+                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+                name = "site-" + re.sub(r"[^A-Za-z0-9_.-]", "_", path.removesuffix(".html"))
+                page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+            info["problems"] = list(problems)
+            info["seconds"] = time.perf_counter() - started
+        context.close()
+    return seen
+
+
+@pytest.fixture(scope="module")
+def crawled(server: str) -> tuple[str, dict[str, dict]]:
+    return server, _crawl(server)
+
+
+def test_every_page_loads_offline_without_errors(crawled: tuple[str, dict[str, dict]]) -> None:
+    base, pages = crawled
+    assert len(pages) > 20, f"only {len(pages)} pages reached from the home page"
+    bad = {url: p["problems"] for url, p in pages.items() if p["problems"] or p["status"] != 200}
+    assert not bad, "pages with errors:\n" + "\n".join(f"  {u}: {p}" for u, p in bad.items())
+
+
+def test_every_notebook_has_its_page_in_the_navigation(crawled: tuple[str, dict[str, dict]]) -> None:
+    base, pages = crawled
+    home_links = {urldefrag(link).url for link in pages[base + "index.html"]["links"]}
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        url = urljoin(base, f"notebooks/{notebook.stem}.html")
+        assert url in home_links, f"{notebook.name}: no link to its page in the navigation"
+        assert pages.get(url, {}).get("status") == 200, f"{notebook.name}: its page did not load"
+        assert pages[url]["images"] or notebook.stem.startswith("00"), f"{notebook.name}: its page shows no figure"
+
+
+def test_the_guides_benchmarks_and_api_reference_have_pages(crawled: tuple[str, dict[str, dict]]) -> None:
+    base, pages = crawled
+    expected = [f"docs/{p.stem}.html" for p in (ROOT / "docs").glob("*.md")]
+    expected += [f"benchmarks/results/{p.stem}.html" for p in (ROOT / "benchmarks" / "results").glob("*.md")
+                 if p.name != "README.md"]
+    expected += ["api/course_lib.html", "api/course_lib/attention.html"]
+    missing = [e for e in expected if pages.get(urljoin(base, e), {}).get("status") != 200]
+    assert not missing, f"pages not reached from the home page: {missing}"
+
+
+def test_maths_is_typeset(crawled: tuple[str, dict[str, dict]]) -> None:
+    base, pages = crawled
+    left = {u: p["untypeset"][:3] for u, p in pages.items() if p.get("untypeset")}
+    assert not left, f"maths left as TeX: {left}"
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        if _has_maths(notebook):
+            page = pages[urljoin(base, f"notebooks/{notebook.stem}.html")]
+            assert page["maths"] > 0, f"{notebook.name} has maths but its page shows no MathJax element"
+
+
+def test_images_are_present_and_loaded(crawled: tuple[str, dict[str, dict]]) -> None:
+    base, pages = crawled
+    broken = {u: [i["src"] for i in p["images"] if not i["ok"]] for u, p in pages.items() if p.get("images")}
+    broken = {u: srcs for u, srcs in broken.items() if srcs}
+    assert not broken, f"images that did not load: {broken}"
+    assert sum(len(p.get("images", [])) for p in pages.values()) >= len(list((ROOT / "notebooks").glob("*.ipynb")))
+
+
+def test_no_internal_link_is_broken(crawled: tuple[str, dict[str, dict]]) -> None:
+    base, pages = crawled
+    broken = []
+    for url, page in pages.items():
+        for link in page.get("links", []):
+            target, fragment = urldefrag(link)
+            fragment = unquote(fragment)
+            reached = pages.get(target)
+            if reached is None or reached["status"] != 200:
+                broken.append(f"{url} -> {link} (HTTP {reached and reached['status']})")
+            elif fragment and "ids" in reached and fragment not in reached["ids"]:
+                broken.append(f"{url} -> {link} (no element with id {fragment!r})")
+    assert not broken, f"{len(broken)} broken links:\n" + "\n".join(f"  {b}" for b in sorted(set(broken))[:40])
