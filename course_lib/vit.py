@@ -29,8 +29,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from course_lib._deprecation import deprecated, deprecated_attributes
 from course_lib import baselines
+from course_lib._deprecation import deprecated, deprecated_attributes
 from course_lib.layers import Encoder
 from course_lib.transformer import count_parameters  # re-exported: one definition for the course
 
@@ -270,9 +270,9 @@ class VisionTransformer(nn.Module):
         nn.init.trunc_normal_(self.pos_embedding, std=0.02)  # small random positions, as in the paper's code
         if self.cls_token is not None:
             nn.init.trunc_normal_(self.cls_token, std=0.02)
-        self._register_load_state_dict_pre_hook(_rename_old_encoder_keys)
+        self.register_load_state_dict_pre_hook(_rename_old_encoder_keys)
 
-    # Until the stack became an Encoder it lived in ``self.layers`` and ``self.norm``; both are now parts of ``self.encoder``.
+    # Until the stack became an Encoder it lived in ``self.layers`` and ``self.norm``, now parts of ``self.encoder``.
     layers = property(deprecated("VisionTransformer.encoder.layers", name="VisionTransformer.layers")(
         lambda self: self.encoder.layers), doc="Deprecated: the encoder's layers, ``encoder.layers``.")
     norm = property(deprecated("VisionTransformer.encoder.norm", name="VisionTransformer.norm")(
@@ -429,11 +429,12 @@ def vit_parameter_count(image_size: int = 224, patch_size: int = 16, in_channels
     return parts
 
 
-def _rename_old_encoder_keys(state_dict: dict[str, torch.Tensor], prefix: str, *args: object) -> None:
+def _rename_old_encoder_keys(module: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str,
+                             *args: object) -> None:
     """Load-state-dict pre-hook: rename the keys of the layout before the ``Encoder`` (``layers.N.*``, ``norm.*``).
 
-    ``nn.Module._load_from_state_dict`` calls it with the module's ``prefix`` (``""`` at the top, ``"vit."``
-    inside a parent), before it reads the keys; renaming in place makes the old names load as the new ones.
+    ``load_state_dict`` calls it for this module with its ``prefix`` (``""`` at the top, ``"vit."`` inside a
+    parent) before any key is read; renaming in place makes the old names load as the new ones.
     """
     for key in [k for k in state_dict if k.startswith(prefix)]:
         rest = key[len(prefix):]
