@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib._deprecation import CourseDeprecationWarning
 from course_lib.baselines import SmallCNN
 from course_lib.images import (
     accuracy,
@@ -218,13 +217,13 @@ def test_old_state_dict_loads_and_gives_identical_numbers() -> None:
 
 def test_old_attribute_names_and_small_cnn_warn_and_still_work() -> None:
     model = small_vit()
-    with pytest.warns(CourseDeprecationWarning, match=r"use VisionTransformer.encoder.layers instead"):
+    with pytest.warns(FutureWarning, match=r"use VisionTransformer.encoder.layers instead"):
         assert model.layers is model.encoder.layers
-    with pytest.warns(CourseDeprecationWarning, match=r"use VisionTransformer.encoder.norm instead"):
+    with pytest.warns(FutureWarning, match=r"use VisionTransformer.encoder.norm instead"):
         assert model.norm is model.encoder.norm
     import course_lib.vit
 
-    with pytest.warns(CourseDeprecationWarning, match=r"course_lib.vit.SmallCNN .*use course_lib.baselines.SmallCNN"):
+    with pytest.warns(FutureWarning, match=r"course_lib.vit.SmallCNN .*use course_lib.baselines.SmallCNN"):
         assert course_lib.vit.SmallCNN is SmallCNN
 
 
