@@ -422,7 +422,14 @@ def copy_attention_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAtte
     """Copy ``nn.MultiheadAttention``'s weights into the course's ``MultiHeadAttention`` (the old spelling).
 
     The one way to copy them is now :meth:`course_lib.attention.MultiHeadAttention.load_from_torch`, which
-    this calls; the layers' own ``load_from_torch`` methods use it too.
+    this calls; the layers' own ``load_from_torch`` methods use it too. Shapes: every weight
+    (d_model, d_model), every bias (d_model,), on both sides.
+
+    Example (the replacement, instead of ``copy_attention_from_torch(ours, theirs)``):
+        >>> theirs = nn.MultiheadAttention(8, 2, batch_first=True)
+        >>> ours = MultiHeadAttention(8, 2).load_from_torch(theirs)
+        >>> torch.equal(ours.w_o.weight, theirs.out_proj.weight)
+        True
     """
     ours.load_from_torch(theirs)
 
