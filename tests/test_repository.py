@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def _package_of(path: Path) -> str | None:
     return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache
+def _imports(path: Path) -> frozenset[str]:
     """Absolute names of the course_lib modules a file imports, anywhere in it (relative imports resolved).
 
     Imports inside functions count too: a lazy import hides a cycle from import time, not from the design
@@ -92,7 +94,7 @@ def _imports(path: Path) -> set[str]:
             if module.startswith("course_lib"):
                 found.add(module)
                 found |= {f"{module}.{a.name}" for a in node.names}
-    return found
+    return frozenset(found)
 
 
 def _graph(allowed: set[tuple[str, str]] = frozenset()) -> dict[str, set[str]]:

@@ -391,6 +391,7 @@ def test_loaders_shuffle_and_shift_training_batches_only() -> None:
     assert sum(len(b[1]) for b in test) == 360
 
 
+@pytest.mark.slow  # trains a ViT and a CNN (~30 s on 2 busy cores)
 def test_training_learns_and_reports() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
