@@ -1,6 +1,7 @@
 # Two commands do all the set-up (see README.md):
 #   make lab    create/reuse .venv, install the pinned environment and course_lib, open JupyterLab
 #   make test   the same environment, then the whole test suite (pytest + nbval on every notebook)
+#   make test-fast  the unit tests without the slow ones (pytest -m "not slow"): a couple of minutes
 # Both reuse the environment: it is reinstalled only when requirements.txt or pyproject.toml change.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -12,7 +13,7 @@ BIN := $(VENV)/bin
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.course-installed
 
-.PHONY: lab test env solutions release clean-env site
+.PHONY: lab test test-fast env solutions release clean-env site
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is needed, found " + sys.version.split()[0]'
@@ -29,6 +30,12 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Every module's unit tests in tests/, without the slow ones: executing notebooks (every notebook cell is slow,
+# so notebooks/ is not even collected), training models, building the API reference, running benchmark
+# scripts, sweeping every known mistake. `make test` runs those too. See CONTRIBUTING.md, "Test tiers".
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow" tests
 
 solutions: $(STAMP)
 	$(BIN)/course-notebooks solutions --out solutions

@@ -264,8 +264,9 @@ class MultiHeadAttention(nn.Module):
         ``(seq_k,)``, ``(seq_q, seq_k)``, ``(batch, 1, 1, seq_k)``, ``(batch, 1, seq_q, seq_k)``;
         returns ``(output (batch, seq_q, d_model), weights (batch, num_heads, seq_q, seq_k) or None)``.
 
-    Weights can be copied from and to PyTorch's ``nn.MultiheadAttention``: :meth:`from_torch`,
-    :meth:`to_torch`; with the same weights and dropout off, both give the same numbers.
+    Weights can be copied from and to PyTorch's ``nn.MultiheadAttention``: :meth:`load_from_torch` (in
+    place; :meth:`from_torch` builds a matching module and calls it), :meth:`to_torch`; with the same weights
+    and dropout off, both give the same numbers.
 
     Example:
         >>> mha = MultiHeadAttention(d_model=8, num_heads=2)
@@ -318,14 +319,52 @@ class MultiHeadAttention(nn.Module):
 
     # --- weights to and from PyTorch's nn.MultiheadAttention --------------------------------------------
 
-    @classmethod
-    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
-        """A :class:`MultiHeadAttention` holding a copy of ``mha``'s weights (same numbers in eval mode).
+    @torch.no_grad()
+    def load_from_torch(self, mha: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Copy ``mha``'s weights into this module (in place) and return it: the course's one way in.
 
         ``nn.MultiheadAttention`` stores W^Q, W^K, W^V stacked in one ``in_proj_weight`` of shape
-        ``(3 * d_model, d_model)`` and W^O in ``out_proj``; this copies them into ``w_q``, ``w_k``, ``w_v``,
-        ``w_o``. Only the plain configuration is supported (no ``kdim``/``vdim``, ``add_bias_kv``,
-        ``add_zero_attn``); ``batch_first`` does not matter for the weights.
+        ``(3 * d_model, d_model)`` (rows ``0..d-1`` are W^Q, then W^K, then W^V) and W^O in ``out_proj``;
+        this copies them into ``w_q``, ``w_k``, ``w_v``, ``w_o``. The same name as the layers' and the
+        Transformer's ``load_from_torch``, which call this one for their attention blocks. Only the plain
+        configuration is supported (no ``kdim``/``vdim``, ``add_bias_kv``, ``add_zero_attn``);
+        ``batch_first`` does not matter for the weights. Raises ValueError when sizes, heads or biases differ.
+
+        Example:
+            >>> theirs = nn.MultiheadAttention(8, 2, batch_first=True)
+            >>> ours = MultiHeadAttention(8, 2).load_from_torch(theirs)
+            >>> x = torch.randn(1, 3, 8)
+            >>> torch.allclose(ours(x, x, x)[0], theirs(x, x, x)[0], atol=1e-6)
+            True
+        """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"load_from_torch: mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("load_from_torch: only nn.MultiheadAttention without kdim/vdim, add_bias_kv and "
+                             "add_zero_attn is supported")
+        if (mha.embed_dim, mha.num_heads) != (self.d_model, self.num_heads):
+            raise ValueError(f"load_from_torch: d_model and num_heads are ({self.d_model}, {self.num_heads}) "
+                             f"here but ({mha.embed_dim}, {mha.num_heads}) in the PyTorch module")
+        theirs_bias, ours_bias = mha.in_proj_bias is not None, self.w_q.bias is not None
+        if theirs_bias != ours_bias:
+            raise ValueError(f"load_from_torch: bias is {ours_bias} here but {theirs_bias} in the PyTorch module")
+        w_q, w_k, w_v = mha.in_proj_weight.chunk(3, dim=0)  # each (d_model, d_model)
+        self.w_q.weight.copy_(w_q)
+        self.w_k.weight.copy_(w_k)
+        self.w_v.weight.copy_(w_v)
+        self.w_o.weight.copy_(mha.out_proj.weight)
+        if theirs_bias:
+            b_q, b_k, b_v = mha.in_proj_bias.chunk(3, dim=0)  # each (d_model,)
+            self.w_q.bias.copy_(b_q)
+            self.w_k.bias.copy_(b_k)
+            self.w_v.bias.copy_(b_v)
+            self.w_o.bias.copy_(mha.out_proj.bias)
+        return self
+
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
+        """A new :class:`MultiHeadAttention` shaped like ``mha`` (sizes, dropout, bias, device, dtype, train or
+        eval mode), its weights copied by :meth:`load_from_torch`.
 
         Example:
             >>> torch_mha = nn.MultiheadAttention(8, 2, batch_first=True)
@@ -333,29 +372,12 @@ class MultiHeadAttention(nn.Module):
         """
         if not isinstance(mha, nn.MultiheadAttention):
             raise TypeError(f"from_torch: mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
-        if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("from_torch: only nn.MultiheadAttention without kdim/vdim, add_bias_kv and "
-                             "add_zero_attn is supported")
-        bias = mha.in_proj_bias is not None
-        ours = cls(mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=bias)
+        ours = cls(mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=mha.in_proj_bias is not None)
         ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
-        with torch.no_grad():
-            w_q, w_k, w_v = mha.in_proj_weight.chunk(3, dim=0)  # each (d_model, d_model)
-            ours.w_q.weight.copy_(w_q)
-            ours.w_k.weight.copy_(w_k)
-            ours.w_v.weight.copy_(w_v)
-            ours.w_o.weight.copy_(mha.out_proj.weight)
-            if bias:
-                b_q, b_k, b_v = mha.in_proj_bias.chunk(3, dim=0)  # each (d_model,)
-                ours.w_q.bias.copy_(b_q)
-                ours.w_k.bias.copy_(b_k)
-                ours.w_v.bias.copy_(b_v)
-                ours.w_o.bias.copy_(mha.out_proj.bias)
-        ours.train(mha.training)
-        return ours
+        return ours.load_from_torch(mha).train(mha.training)
 
     def to_torch(self, batch_first: bool = True) -> nn.MultiheadAttention:
-        """An ``nn.MultiheadAttention`` holding a copy of this module's weights (the inverse of :meth:`from_torch`).
+        """An ``nn.MultiheadAttention`` holding a copy of this module's weights (inverse of :meth:`load_from_torch`).
 
         Remember its mask conventions differ: ``attn_mask`` and ``key_padding_mask`` use ``True`` = may NOT
         attend, the opposite of the course's (pass ``~mask``).

@@ -1,4 +1,4 @@
-"""What self-attention is compared with (notebook 09): recurrent and convolutional layers, and their costs.
+"""What self-attention is compared with (notebooks 08 and 09): recurrent, convolutional layers and their costs.
 
 The paper's Table 1 compares a self-attention layer with a recurrent and a convolutional layer on three
 counts: operations per layer, sequential operations, and the maximum path length between two positions.
@@ -10,6 +10,7 @@ same things:
   LSTM decoder), with the same ``forward(src, tgt_in) -> logits`` interface as the course's Transformer;
 - :class:`Conv1dLayer`: a 1-D convolution over a ``(batch, seq, d_model)`` sequence (the paper's
   "convolutional layer"), optionally dilated and causal;
+- :class:`SmallCNN`: the convolutional image classifier notebook 08 sets against the Vision Transformer;
 - :func:`max_path_length` and :func:`layer_flops`: the table's two analytic columns, in exact numbers
   (the references of notebook 09's exercises).
 
@@ -28,6 +29,7 @@ __all__ = [
     "LSTMClassifier",
     "LSTMSeq2Seq",
     "Conv1dLayer",
+    "SmallCNN",
 ]
 
 #: The layer kinds of the paper's Table 1, as accepted by :func:`max_path_length` and :func:`layer_flops`.
@@ -265,3 +267,31 @@ class Conv1dLayer(nn.Module):
         channels_first = x.transpose(1, 2)  # (batch, d_model, seq): Conv1d wants channels before length
         padded = nn.functional.pad(channels_first, (left, right))  # (batch, d_model, seq + total_padding)
         return self.activation(self.conv(padded)).transpose(1, 2)  # (batch, seq, d_model)
+
+
+class SmallCNN(nn.Module):
+    """The convolutional baseline of notebook 08: three 3x3 convolutions, pooling, a linear classifier.
+
+    Its priors are exactly what a ViT lacks: locality (3x3 kernels) and translation equivariance (shared
+    weights, pooling). About 56k parameters.
+
+    Shapes: images (batch, in_channels, 8, 8) -> logits (batch, num_classes); any H, W divisible by 2.
+
+    Example:
+        >>> tuple(SmallCNN()(torch.rand(2, 1, 8, 8)).shape)
+        (2, 10)
+    """
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 32) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(),  # (batch, width, H, W)
+            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(),  # (batch, 2 width, H, W)
+            nn.MaxPool2d(2),  # (batch, 2 width, H/2, W/2)
+            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),  # (batch, 2 width, 1, 1)
+        )
+        self.head = nn.Linear(2 * width, num_classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(images).flatten(1))  # (batch, num_classes)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from course_lib._deprecation import deprecated
 from course_lib.attention import MultiHeadAttention
 
 __all__ = [
@@ -183,7 +184,7 @@ class EncoderLayer(nn.Module):
         weights would not give equal outputs).
         """
         _same_norm_placement(self, layer)
-        copy_attention_from_torch(self.self_attn, layer.self_attn)
+        self.self_attn.load_from_torch(layer.self_attn)
         _copy_ffn(self.feed_forward, layer)
         _copy_norms(self, layer, ("norm1", "norm2"))
         return self
@@ -261,8 +262,8 @@ class DecoderLayer(nn.Module):
         PyTorch calls the cross-attention ``multihead_attn``; the course calls it ``cross_attn``.
         """
         _same_norm_placement(self, layer)
-        copy_attention_from_torch(self.self_attn, layer.self_attn)
-        copy_attention_from_torch(self.cross_attn, layer.multihead_attn)
+        self.self_attn.load_from_torch(layer.self_attn)
+        self.cross_attn.load_from_torch(layer.multihead_attn)
         _copy_ffn(self.feed_forward, layer)
         _copy_norms(self, layer, ("norm1", "norm2", "norm3"))
         return self
@@ -416,40 +417,21 @@ def _copy_param(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
     dst.copy_(src)
 
 
-@torch.no_grad()
+@deprecated(replacement="MultiHeadAttention.load_from_torch: ours.load_from_torch(theirs)")
 def copy_attention_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    """Copy ``nn.MultiheadAttention``'s weights into the course's ``MultiHeadAttention``.
+    """Copy ``nn.MultiheadAttention``'s weights into the course's ``MultiHeadAttention`` (the old spelling).
 
-    PyTorch stores W_Q, W_K, W_V stacked in one ``in_proj_weight`` of shape (3 * d_model, d_model) (rows
-    0..d-1 are W_Q, then W_K, then W_V) and W_O in ``out_proj``; the course keeps four ``nn.Linear``.
-    Shapes: every weight (d_model, d_model), every bias (d_model,), on both sides.
+    The one way to copy them is now :meth:`course_lib.attention.MultiHeadAttention.load_from_torch`, which
+    this calls; the layers' own ``load_from_torch`` methods use it too. Shapes: every weight
+    (d_model, d_model), every bias (d_model,), on both sides.
 
-    Example:
+    Example (the replacement, instead of ``copy_attention_from_torch(ours, theirs)``):
         >>> theirs = nn.MultiheadAttention(8, 2, batch_first=True)
-        >>> ours = MultiHeadAttention(8, 2)
-        >>> copy_attention_from_torch(ours, theirs)
-        >>> x = torch.randn(1, 3, 8)
-        >>> torch.allclose(ours(x, x, x)[0], theirs(x, x, x)[0], atol=1e-6)
+        >>> ours = MultiHeadAttention(8, 2).load_from_torch(theirs)
+        >>> torch.equal(ours.w_o.weight, theirs.out_proj.weight)
         True
     """
-    if theirs.in_proj_weight is None:
-        raise ValueError("copy_attention_from_torch: nn.MultiheadAttention with kdim/vdim != embed_dim "
-                         "(separate projection weights) is not supported")
-    if theirs.num_heads != ours.num_heads:
-        raise ValueError(f"copy_attention_from_torch: num_heads differ ({ours.num_heads} here, "
-                         f"{theirs.num_heads} in the PyTorch module)")
-    w_q, w_k, w_v = theirs.in_proj_weight.chunk(3, dim=0)  # each (d_model, d_model)
-    for name, linear, weight in (("w_q", ours.w_q, w_q), ("w_k", ours.w_k, w_k), ("w_v", ours.w_v, w_v)):
-        _copy_param(linear.weight, weight, f"{name}.weight")
-    if theirs.in_proj_bias is not None:
-        b_q, b_k, b_v = theirs.in_proj_bias.chunk(3)
-        for name, linear, bias in (("w_q", ours.w_q, b_q), ("w_k", ours.w_k, b_k), ("w_v", ours.w_v, b_v)):
-            if linear.bias is None:
-                raise ValueError(f"copy_attention_from_torch: {name} has no bias here but PyTorch's has one")
-            _copy_param(linear.bias, bias, f"{name}.bias")
-    _copy_param(ours.w_o.weight, theirs.out_proj.weight, "w_o.weight")
-    if theirs.out_proj.bias is not None:
-        _copy_param(ours.w_o.bias, theirs.out_proj.bias, "w_o.bias")
+    ours.load_from_torch(theirs)
 
 
 def _same_norm_placement(ours: nn.Module, theirs: nn.Module) -> None:

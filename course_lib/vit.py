@@ -1,5 +1,6 @@
-"""The Vision Transformer (Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words"), built from the
-course's own pre-LN encoder layers.
+"""The Vision Transformer (Dosovitskiy et al., 2021, "An Image is Worth 16x16 Words"), built on the
+course's own pre-LN encoder (``course_lib.layers.Encoder(norm_first=True)``), as Hugging Face's ViT builds
+on its encoder.
 
 An image becomes a sequence: cut it into ``p x p`` patches, flatten each patch, project it linearly to
 ``d_model`` (the same map as a convolution with kernel = stride = ``p``), prepend a learned ``[CLS]``
@@ -28,7 +29,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from course_lib.layers import EncoderLayer
+from course_lib import baselines
+from course_lib._deprecation import deprecated, deprecated_attributes
+from course_lib.layers import Encoder
 from course_lib.transformer import count_parameters  # re-exported: one definition for the course
 
 __all__ = [
@@ -44,7 +47,6 @@ __all__ = [
     "count_parameters",
     "vit_parameter_count",
     "VIT_BASE_16",
-    "SmallCNN",
 ]
 
 
@@ -209,16 +211,21 @@ class VisionTransformer(nn.Module):
         in_channels: C (1 for the grey digits, 3 for RGB).
         num_classes: the number of outputs of the head.
         d_model, num_heads, num_layers, d_ff, dropout: as in the course's encoder (paper: D, heads, L,
-            MLP size); the encoder layers are ``course_lib.layers.EncoderLayer(..., norm_first=True,
-            activation="gelu")``, followed by a final LayerNorm.
+            MLP size); the stack is ``course_lib.layers.Encoder(num_layers, ..., norm_first=True,
+            activation="gelu")``: pre-LN layers followed by a final LayerNorm.
         pool: ``"cls"`` classifies from the ``[CLS]`` output (the paper's default); ``"mean"`` has no
             ``[CLS]`` token and classifies from the mean of the patch outputs (global average pooling,
             the paper's Appendix D.3).
         patch_embedding: ``"linear"`` or ``"conv"`` (the same map; see :class:`PatchEmbedding`).
+        layer_norm_eps: the LayerNorms' epsilon; 1e-5 (PyTorch's default) by default, 1e-6 in the paper's
+            released models and Hugging Face's ``ViTConfig``.
 
     Attributes: ``patch_embed``, ``cls_token`` (1, 1, d_model) or None, ``pos_embedding``
-    (1, seq, d_model) with seq = N + 1 (cls) or N (mean), ``layers`` (ModuleList of EncoderLayer),
-    ``norm``, ``head``.
+    (1, seq, d_model) with seq = N + 1 (cls) or N (mean), ``encoder`` (:class:`course_lib.layers.Encoder`:
+    ``encoder.layers``, ``encoder.norm``), ``head``.
+
+    State dicts saved before the stack became an ``Encoder`` (keys ``layers.N.*`` and ``norm.*``) still
+    load: a load hook renames them to ``encoder.layers.N.*`` and ``encoder.norm.*``.
 
     Shapes: images (batch, C, H, W) -> logits (batch, num_classes).
 
@@ -231,7 +238,7 @@ class VisionTransformer(nn.Module):
     def __init__(self, image_size: int | Sequence[int] = 8, patch_size: int = 2, in_channels: int = 1,
                  num_classes: int = 10, d_model: int = 64, num_heads: int = 4, num_layers: int = 4,
                  d_ff: int = 128, dropout: float = 0.0, pool: str = "cls",
-                 patch_embedding: str = "linear") -> None:
+                 patch_embedding: str = "linear", layer_norm_eps: float = 1e-5) -> None:
         super().__init__()
         height, width = _pair(image_size, "VisionTransformer: image_size")
         if not isinstance(patch_size, int) or patch_size < 1:
@@ -256,15 +263,20 @@ class VisionTransformer(nn.Module):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model)) if pool == "cls" else None
         self.pos_embedding = nn.Parameter(torch.zeros(1, seq_len, d_model))  # (1, seq, d_model)
         self.pos_dropout = nn.Dropout(dropout)
-        self.layers = nn.ModuleList([
-            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first=True, activation="gelu")
-            for _ in range(num_layers)
-        ])
-        self.norm = nn.LayerNorm(d_model)  # pre-LN stacks end with one more LayerNorm
+        # L pre-LN layers with GELU MLPs and the final LayerNorm a pre-LN stack ends with (the paper's LN(z_L)).
+        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first=True, activation="gelu",
+                               layer_norm_eps=layer_norm_eps)
         self.head = nn.Linear(d_model, num_classes)
         nn.init.trunc_normal_(self.pos_embedding, std=0.02)  # small random positions, as in the paper's code
         if self.cls_token is not None:
             nn.init.trunc_normal_(self.cls_token, std=0.02)
+        self.register_load_state_dict_pre_hook(_rename_old_encoder_keys)
+
+    # Until the stack became an Encoder it lived in ``self.layers`` and ``self.norm``, now parts of ``self.encoder``.
+    layers = property(deprecated("VisionTransformer.encoder.layers", name="VisionTransformer.layers")(
+        lambda self: self.encoder.layers), doc="Deprecated: the encoder's layers, ``encoder.layers``.")
+    norm = property(deprecated("VisionTransformer.encoder.norm", name="VisionTransformer.norm")(
+        lambda self: self.encoder.norm), doc="Deprecated: the encoder's final LayerNorm, ``encoder.norm``.")
 
     def _check(self, images: torch.Tensor) -> None:
         check_patchable(images, self.patch_size, self.in_channels, where="VisionTransformer")
@@ -285,10 +297,7 @@ class VisionTransformer(nn.Module):
 
     def features(self, images: torch.Tensor) -> torch.Tensor:
         """The image representation the head reads: (batch, C, H, W) -> (batch, d_model)."""
-        x = self.tokens(images)
-        for layer in self.layers:
-            x = layer(x)  # (batch, seq, d_model)
-        x = self.norm(x)
+        x = self.encoder(self.tokens(images))  # (batch, seq, d_model), after the final LayerNorm
         return x[:, 0] if self.pool == "cls" else x.mean(dim=1)  # (batch, d_model)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
@@ -311,11 +320,7 @@ def attention_maps(model: VisionTransformer, images: torch.Tensor) -> list[torch
     was_training = model.training
     model.eval()
     try:
-        x = model.tokens(images)  # (batch, seq, d_model)
-        maps = []
-        for layer in model.layers:
-            maps.append(layer.attention_weights(x))  # (batch, heads, seq, seq)
-            x = layer(x)
+        maps = model.encoder.attention_weights(model.tokens(images))  # per layer (batch, heads, seq, seq)
     finally:
         model.train(was_training)
     return maps
@@ -424,29 +429,18 @@ def vit_parameter_count(image_size: int = 224, patch_size: int = 16, in_channels
     return parts
 
 
-class SmallCNN(nn.Module):
-    """The convolutional baseline of notebook 08: three 3x3 convolutions, pooling, a linear classifier.
+def _rename_old_encoder_keys(module: nn.Module, state_dict: dict[str, torch.Tensor], prefix: str,
+                             *args: object) -> None:
+    """Load-state-dict pre-hook: rename the keys of the layout before the ``Encoder`` (``layers.N.*``, ``norm.*``).
 
-    Its priors are exactly what a ViT lacks: locality (3x3 kernels) and translation equivariance (shared
-    weights, pooling). About 56k parameters.
-
-    Shapes: images (batch, in_channels, 8, 8) -> logits (batch, num_classes); any H, W divisible by 2.
-
-    Example:
-        >>> tuple(SmallCNN()(torch.rand(2, 1, 8, 8)).shape)
-        (2, 10)
+    ``load_state_dict`` calls it for this module with its ``prefix`` (``""`` at the top, ``"vit."`` inside a
+    parent) before any key is read; renaming in place makes the old names load as the new ones.
     """
+    for key in [k for k in state_dict if k.startswith(prefix)]:
+        rest = key[len(prefix):]
+        if rest.startswith(("layers.", "norm.")):
+            state_dict[f"{prefix}encoder.{rest}"] = state_dict.pop(key)
 
-    def __init__(self, in_channels: int = 1, num_classes: int = 10, width: int = 32) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, padding=1), nn.ReLU(),  # (batch, width, H, W)
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(),  # (batch, 2 width, H, W)
-            nn.MaxPool2d(2),  # (batch, 2 width, H/2, W/2)
-            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1),  # (batch, 2 width, 1, 1)
-        )
-        self.head = nn.Linear(2 * width, num_classes)
 
-    def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(images).flatten(1))  # (batch, num_classes)
+# SmallCNN moved to course_lib.baselines, beside the course's other baselines; the old name warns.
+__getattr__ = deprecated_attributes(__name__, {"SmallCNN": (baselines.SmallCNN, "course_lib.baselines.SmallCNN")})

@@ -6,11 +6,22 @@ nn.TransformerDecoder, nn.Conv1d (the feed-forward block as two 1x1 convolutions
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
 
-from course_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
+from course_lib.attention import MultiHeadAttention
+from course_lib.layers import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    FeedForward,
+    copy_attention_from_torch,
+)
 from course_lib.masking import causal_mask, decoder_mask, padding_mask
 
 D_MODEL, HEADS, D_FF = 16, 4, 40
@@ -341,3 +352,48 @@ def test_mean_pool_rejects_bad_masks() -> None:
         mean_pool(x, torch.ones(2, 1, 1, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="no real token"):
         mean_pool(x, torch.tensor([[True, False, False], [False, False, False]]))
+
+
+# --- the one way to copy PyTorch's attention weights ---------------------------------------------------
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_attention_load_from_torch_equals_pytorch(bias: bool) -> None:
+    gen = torch.Generator().manual_seed(5)
+    theirs = nn.MultiheadAttention(D_MODEL, HEADS, bias=bias, batch_first=True).eval()
+    _randomise(theirs, gen)
+    ours = MultiHeadAttention(D_MODEL, HEADS, bias=bias)
+    assert ours.load_from_torch(theirs) is ours
+    q, kv = torch.randn(2, 3, D_MODEL, generator=gen), torch.randn(2, 6, D_MODEL, generator=gen)
+    out, weights = ours.eval()(q, kv, kv, need_weights=True)
+    expected, expected_weights = theirs(q, kv, kv, need_weights=True, average_attn_weights=False)
+    torch.testing.assert_close(out, expected, atol=ATOL, rtol=ATOL)
+    torch.testing.assert_close(weights, expected_weights, atol=ATOL, rtol=ATOL)
+    built = MultiHeadAttention.from_torch(theirs)  # the constructor form goes through load_from_torch
+    torch.testing.assert_close(built(q, kv, kv)[0], expected, atol=ATOL, rtol=ATOL)
+
+
+def test_attention_load_from_torch_refuses_what_would_not_give_equal_numbers() -> None:
+    with pytest.raises(ValueError, match=r"num_heads are \(16, 4\) here but \(16, 2\)"):
+        MultiHeadAttention(D_MODEL, HEADS).load_from_torch(nn.MultiheadAttention(D_MODEL, 2))
+    with pytest.raises(ValueError, match="bias is False here but True"):
+        MultiHeadAttention(D_MODEL, HEADS, bias=False).load_from_torch(nn.MultiheadAttention(D_MODEL, HEADS))
+    with pytest.raises(ValueError, match="kdim/vdim"):
+        MultiHeadAttention(D_MODEL, HEADS).load_from_torch(nn.MultiheadAttention(D_MODEL, HEADS, kdim=8, vdim=8))
+    with pytest.raises(TypeError, match="must be an nn.MultiheadAttention"):
+        MultiHeadAttention(D_MODEL, HEADS).load_from_torch(nn.Linear(D_MODEL, D_MODEL))
+
+
+def test_copy_attention_from_torch_is_deprecated_and_still_copies() -> None:
+    theirs = nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True)
+    ours = MultiHeadAttention(D_MODEL, HEADS)
+    with pytest.warns(FutureWarning, match=r"use MultiHeadAttention.load_from_torch"):
+        copy_attention_from_torch(ours, theirs)
+    assert torch.equal(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]), theirs.in_proj_weight)
+
+
+def test_one_place_in_course_lib_reads_pytorchs_stacked_projection() -> None:
+    """Every copy from nn.MultiheadAttention goes through MultiHeadAttention.load_from_torch."""
+    package = Path(__file__).resolve().parents[1] / "course_lib"
+    readers = [str(p.relative_to(package)) for p in package.rglob("*.py")
+               for _ in re.finditer(r"\.in_proj_weight\.chunk\(", p.read_text())]
+    assert readers == ["attention.py"], readers

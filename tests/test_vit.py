@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib.baselines import SmallCNN
 from course_lib.images import (
     accuracy,
     digits_loaders,
@@ -23,10 +24,10 @@ from course_lib.images import (
     random_shift,
     train_classifier,
 )
+from course_lib.layers import EncoderLayer
 from course_lib.vit import (
     VIT_BASE_16,
     PatchEmbedding,
-    SmallCNN,
     VisionTransformer,
     add_cls_and_positions,
     attention_maps,
@@ -136,7 +137,7 @@ def test_model_equals_pytorch_encoder_with_copied_weights() -> None:
     """Our ViT forward == the same computation with PyTorch's nn.TransformerEncoderLayer and nn.Conv2d."""
     model = small_vit(patch_embedding="conv")
     torch_layers = []
-    for ours in model.layers:
+    for ours in model.encoder.layers:
         theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, activation="gelu", batch_first=True,
                                             norm_first=True).eval()
         ours.load_from_torch(theirs)
@@ -146,7 +147,7 @@ def test_model_equals_pytorch_encoder_with_copied_weights() -> None:
     z = torch.cat([model.cls_token.expand(3, -1, -1), z], dim=1) + model.pos_embedding
     for layer in torch_layers:
         z = layer(z)
-    expected = model.head(model.norm(z)[:, 0])
+    expected = model.head(model.encoder.norm(z)[:, 0])
     torch.testing.assert_close(model(x), expected, atol=1e-5, rtol=1e-5)
 
 
@@ -154,9 +155,76 @@ def test_mean_pool_reads_the_mean_of_patch_outputs() -> None:
     model = small_vit(pool="mean")
     x = torch.rand(2, 1, 8, 8)
     z = model.tokens(x)
-    for layer in model.layers:
+    for layer in model.encoder.layers:
         z = layer(z)
-    torch.testing.assert_close(model(x), model.head(model.norm(z).mean(dim=1)))
+    torch.testing.assert_close(model(x), model.head(model.encoder.norm(z).mean(dim=1)))
+
+
+class OldLayoutViT(nn.Module):
+    """The ViT as it was before its stack became an ``Encoder``: its own ModuleList and final LayerNorm.
+
+    Written out here (constructor order, initialisation and forward as in the old ``course_lib.vit``) so that
+    its state dict has the old key names, ``layers.N.*`` and ``norm.*``.
+    """
+
+    def __init__(self, d_model: int = 16, num_heads: int = 4, num_layers: int = 2, d_ff: int = 32) -> None:
+        super().__init__()
+        self.patch_embed = PatchEmbedding(2, 1, d_model)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, d_model))
+        self.pos_embedding = nn.Parameter(torch.zeros(1, 17, d_model))
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, 0.0, norm_first=True, activation="gelu")
+                                     for _ in range(num_layers)])
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, 10)
+        nn.init.trunc_normal_(self.pos_embedding, std=0.02)
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        x = add_cls_and_positions(self.patch_embed(images), self.cls_token, self.pos_embedding)
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(self.norm(x)[:, 0])
+
+
+def test_same_seed_gives_the_old_layouts_weights_under_the_new_names() -> None:
+    torch.manual_seed(0)
+    old = OldLayoutViT().eval()
+    new = small_vit()  # seeds 0 too
+    old_state, new_state = old.state_dict(), new.state_dict()
+    assert any(k.startswith("layers.1.") for k in old_state) and "norm.weight" in old_state
+    renamed = {("encoder." + k if k.startswith(("layers.", "norm.")) else k): v for k, v in old_state.items()}
+    assert list(renamed) == list(new_state)
+    for key, value in renamed.items():
+        assert torch.equal(value, new_state[key]), key
+
+
+def test_old_state_dict_loads_and_gives_identical_numbers() -> None:
+    torch.manual_seed(1)
+    old = OldLayoutViT().eval()
+    new = small_vit()
+    new.load_state_dict(old.state_dict())  # strict: every old key lands, none is missing
+    x = torch.rand(3, 1, 8, 8)
+    assert torch.equal(new(x), old(x))  # the same operations in the same order: bit for bit
+    h = old.layers[0].norm1(add_cls_and_positions(old.patch_embed(x), old.cls_token, old.pos_embedding))
+    assert torch.equal(attention_maps(new, x)[0], old.layers[0].self_attn(h, h, h, need_weights=True)[1])
+    parent = nn.Sequential()  # inside a parent module the keys carry its prefix ("0.layers.0...")
+    parent.add_module("0", small_vit())
+    parent.load_state_dict({f"0.{k}": v for k, v in old.state_dict().items()})
+    assert torch.equal(parent[0](x), old(x))
+    with pytest.raises(RuntimeError, match="Missing key"):
+        new.load_state_dict({k: v for k, v in old.state_dict().items() if not k.startswith("norm.")})
+
+
+def test_old_attribute_names_and_small_cnn_warn_and_still_work() -> None:
+    model = small_vit()
+    with pytest.warns(FutureWarning, match=r"use VisionTransformer.encoder.layers instead"):
+        assert model.layers is model.encoder.layers
+    with pytest.warns(FutureWarning, match=r"use VisionTransformer.encoder.norm instead"):
+        assert model.norm is model.encoder.norm
+    import course_lib.vit
+
+    with pytest.warns(FutureWarning, match=r"course_lib.vit.SmallCNN .*use course_lib.baselines.SmallCNN"):
+        assert course_lib.vit.SmallCNN is SmallCNN
 
 
 def test_model_errors_name_the_dimension() -> None:
@@ -203,8 +271,7 @@ def test_attention_maps_equal_pytorch_multihead_attention_weights() -> None:
         torch.testing.assert_close(m.sum(-1), torch.ones(2, 4, 17))
     theirs = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, activation="gelu", batch_first=True,
                                         norm_first=True).eval()
-    from course_lib.layers import copy_attention_from_torch  # noqa: F401 - weights copied the other way
-    layer0 = model.layers[0]
+    layer0 = model.encoder.layers[0]
     with torch.no_grad():
         w = torch.cat([layer0.self_attn.w_q.weight, layer0.self_attn.w_k.weight, layer0.self_attn.w_v.weight])
         b = torch.cat([layer0.self_attn.w_q.bias, layer0.self_attn.w_k.bias, layer0.self_attn.w_v.bias])
@@ -324,6 +391,7 @@ def test_loaders_shuffle_and_shift_training_batches_only() -> None:
     assert sum(len(b[1]) for b in test) == 360
 
 
+@pytest.mark.slow  # trains a ViT and a CNN (~30 s on 2 busy cores)
 def test_training_learns_and_reports() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
