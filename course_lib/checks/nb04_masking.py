@@ -153,6 +153,10 @@ def _padding_float(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (tokens != pad_id).float()[:, None, None, :]
 
 
+def _padding_tensorflow_style(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    return (tokens == pad_id).float()[:, None, None, :]  # TensorFlow tutorial: 1.0 = padding, add mask * -1e9
+
+
 def _padding_pad_is_zero(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (tokens != 0)[:, None, None, :]  # ignores pad_id
 
@@ -203,6 +207,10 @@ PADDING_MASK = register(Exercise(
                 "not (batch, 1, seq, 1)."),
         Mistake("float instead of bool", _padding_float,
                 "the right pattern, but a float tensor: return the boolean tokens != pad_id as it is."),
+        Mistake("TensorFlow's float mask, 1 = padding", _padding_tensorflow_style,
+                "this is the TensorFlow tutorial's convention: a float mask with 1.0 at PADDING, added to the "
+                "scores as mask * -1e9. This course's mask means the opposite and has another type: a boolean "
+                "tensor, True at the real tokens that may be attended to: (tokens != pad_id)[:, None, None, :]."),
         Mistake("pad id hard-coded as 0", _padding_pad_is_zero,
                 "compare with the argument pad_id, not with 0: some vocabularies put padding elsewhere."),
         Mistake("queries and keys both masked", _padding_both_sides,
