@@ -280,7 +280,10 @@ def _check_mha_forward(self: MultiHeadAttention, query: torch.Tensor, key: torch
                        mask: torch.Tensor | None = None, need_weights: bool = False) -> None:
     """The checks of :meth:`MultiHeadAttention.forward` (same arguments)."""
     _check_mha_inputs(query, key, value, mask, self.d_model, self.num_heads)
-    _check_same_dtype("MultiHeadAttention", query, key, value, expected=self.w_q.weight.dtype)
+    # Under autocast the inputs may be float16/bfloat16 while the weights stay float32: only their agreement
+    # is required then.
+    autocast = torch.is_autocast_enabled(query.device.type)
+    _check_same_dtype("MultiHeadAttention", query, key, value, expected=None if autocast else self.w_q.weight.dtype)
 
 
 def _check_mha_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,

@@ -95,7 +95,7 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int | None = Non
 
 
 def _check_beam_step(scores: torch.Tensor, log_probs: torch.Tensor, beam_size: int) -> None:
-    """Raise a clear error unless scores (batch, beam), log_probs (batch, beam, vocab), 1 <= beam_size <= beam * vocab."""
+    """Raise a clear error unless scores (batch, beam), log_probs (batch, beam, vocab), 1 <= beam_size <= beam*vocab."""
     who = "beam_search_step"
     for name, t, dims in (("scores", scores, "(batch, beam)"), ("log_probs", log_probs, "(batch, beam, vocab)")):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():

@@ -119,3 +119,14 @@ def test_batch_zero_is_accepted_everywhere() -> None:
         model(torch.zeros(2, 0, dtype=torch.long), tgt[:2])
     with pytest.raises(ValueError, match="length 0"):
         greedy_decode(model, torch.zeros(2, 0, dtype=torch.long))
+
+
+def test_mixed_precision_inputs_are_accepted_under_autocast() -> None:
+    """Under autocast the activations are bfloat16 while the weights stay float32: not a dtype mistake."""
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = mha(x.bfloat16(), x.bfloat16(), x.bfloat16())
+    assert out.dtype == torch.bfloat16
+    with pytest.raises(TypeError, match="same dtype"), torch.autocast("cpu", dtype=torch.bfloat16):
+        mha(x.bfloat16(), x, x)

@@ -16,19 +16,9 @@ import torch.nn.functional as F
 
 from course_lib.attention import scaled_dot_product_attention
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import bool_mask, inverted, public_and_hidden, randn, with_inputs
 
 NOTEBOOK = "01_attention"
-
-
-def _rand(gen: torch.Generator, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=gen)
-
-
-def _mask(gen: torch.Generator, *shape: int) -> torch.Tensor:
-    """A random boolean mask where every query row keeps key 0 (so no row is fully masked)."""
-    mask = torch.rand(*shape, generator=gen) < 0.6
-    mask[..., 0] = True
-    return mask
 
 
 def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
@@ -37,34 +27,34 @@ def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     d_k = d_k + int(torch.randint(0, 3, (), generator=gen)) * 4 if hidden else d_k
     causal = torch.tril(torch.ones(sq + 1, sq + 1, dtype=torch.bool))
     cases = [
-        Case("no mask, one sequence (seq=4, d_k=d_v=3)", args=(_rand(gen, 4, 3), _rand(gen, 4, 3), _rand(gen, 4, 3))),
+        Case("no mask, one sequence (seq=4, d_k=d_v=3)", args=(randn(gen, 4, 3), randn(gen, 4, 3), randn(gen, 4, 3))),
         Case(f"no mask, batch of {b}, seq_q={sq} != seq_k={sk}, d_k={d_k} != d_v={d_v}",
-             args=(_rand(gen, b, sq, d_k), _rand(gen, b, sk, d_k), _rand(gen, b, sk, d_v))),
+             args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v))),
         Case("larger scores (inputs scaled by 3), 4-D (batch, heads, seq, d_k)",
-             args=(_rand(gen, b, h, sq, d_k) * 3, _rand(gen, b, h, sk, d_k) * 3, _rand(gen, b, h, sk, d_v))),
+             args=(randn(gen, b, h, sq, d_k) * 3, randn(gen, b, h, sk, d_k) * 3, randn(gen, b, h, sk, d_v))),
         Case(f"mask of shape (seq_k,) = ({sk},)",
-             args=(_rand(gen, b, sq, d_k), _rand(gen, b, sk, d_k), _rand(gen, b, sk, d_v)),
-             kwargs={"mask": _mask(gen, sk)}),
+             args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v)),
+             kwargs={"mask": bool_mask(gen, sk)}),
         Case(f"causal mask of shape (seq_q, seq_k) = ({sq + 1}, {sq + 1})",
-             args=(_rand(gen, b, sq + 1, d_k), _rand(gen, b, sq + 1, d_k), _rand(gen, b, sq + 1, d_v)),
+             args=(randn(gen, b, sq + 1, d_k), randn(gen, b, sq + 1, d_k), randn(gen, b, sq + 1, d_v)),
              kwargs={"mask": causal}),
         Case(f"padding mask of shape (batch, 1, 1, seq_k) = ({b}, 1, 1, {sk}), 4-D inputs",
-             args=(_rand(gen, b, h, sq, d_k), _rand(gen, b, h, sk, d_k), _rand(gen, b, h, sk, d_v)),
-             kwargs={"mask": _mask(gen, b, 1, 1, sk)}),
+             args=(randn(gen, b, h, sq, d_k), randn(gen, b, h, sk, d_k), randn(gen, b, h, sk, d_v)),
+             kwargs={"mask": bool_mask(gen, b, 1, 1, sk)}),
         Case(f"mask of shape (batch, heads, seq_q, seq_k) = ({b}, {h}, {sq}, {sk})",
-             args=(_rand(gen, b, h, sq, d_k), _rand(gen, b, h, sk, d_k), _rand(gen, b, h, sk, d_v)),
-             kwargs={"mask": _mask(gen, b, h, sq, sk)}),
+             args=(randn(gen, b, h, sq, d_k), randn(gen, b, h, sk, d_k), randn(gen, b, h, sk, d_v)),
+             kwargs={"mask": bool_mask(gen, b, h, sq, sk)}),
     ]
     cases.append(Case("very large scores (inputs scaled by 30: exp of a score overflows float32)",
-                      args=(_rand(gen, b, sq, d_k) * 30, _rand(gen, b, sk, d_k) * 30, _rand(gen, b, sk, d_v)),
-                      kwargs={"mask": _mask(gen, b, sq, sk)}))
-    fully = _mask(gen, b, sq, sk)
+                      args=(randn(gen, b, sq, d_k) * 30, randn(gen, b, sk, d_k) * 30, randn(gen, b, sk, d_v)),
+                      kwargs={"mask": bool_mask(gen, b, sq, sk)}))
+    fully = bool_mask(gen, b, sq, sk)
     fully[0, 1] = False  # query 1 of the first sequence may attend to nothing
     cases.append(Case("a query whose keys are all masked (expected: zero weights and a zero output)",
-                      args=(_rand(gen, b, sq, d_k), _rand(gen, b, sk, d_k), _rand(gen, b, sk, d_v)),
+                      args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v)),
                       kwargs={"mask": fully}))
     cases.append(Case("dropout_p=1.0 (every weight dropped: expected zero weights and a zero output)",
-                      args=(_rand(gen, b, sq, d_k), _rand(gen, b, sk, d_k), _rand(gen, b, sk, d_v)),
+                      args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v)),
                       kwargs={"dropout_p": 1.0}))
     return cases
 
@@ -104,11 +94,6 @@ def _softmax_over_queries(query, key, value, mask=None, dropout_p=0.0):
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.nan_to_num(torch.softmax(scores, dim=-2))
     return weights @ value, weights
-
-
-def _mask_inverted(query, key, value, mask=None, dropout_p=0.0):
-    return _finish(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), value,
-                   None if mask is None else ~mask)
 
 
 def _mask_after_softmax(query, key, value, mask=None, dropout_p=0.0):
@@ -216,8 +201,7 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     reference=scaled_dot_product_attention,
     summary="softmax(Q K^T / sqrt(d_k)) V with an optional boolean mask (True = may attend), "
             "returning (output, weights)",
-    public_cases=lambda gen: _cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cases(gen, hidden=True),
+    **public_and_hidden(_cases),
     mistakes=[
         Mistake("dropout_p ignored", _dropout_ignored,
                 "apply dropout to the weights after the softmax: weights = F.dropout(weights, p=dropout_p). With "
@@ -236,7 +220,7 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
                 "the scores are query @ key.transpose(-2, -1): one row per query, one column per key."),
         Mistake("softmax over the queries (dim=-2)", _softmax_over_queries,
                 "take the softmax over the keys, the last axis (dim=-1): each query's weights must sum to 1."),
-        Mistake("mask inverted", _mask_inverted,
+        Mistake("mask inverted", with_inputs(scaled_dot_product_attention, mask=inverted),
                 "in this course's convention True means 'may attend': fill the scores where the mask is False "
                 "(masked_fill(~mask, float('-inf')))."),
         Mistake("mask applied after the softmax", _mask_after_softmax,

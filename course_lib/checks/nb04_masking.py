@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import inverted, public_and_hidden, with_output
 from course_lib.masking import causal_mask, padding_mask
 
 NOTEBOOK = "04_masking"
@@ -36,10 +37,6 @@ def _one_step_ahead(seq_len: int, device=None) -> torch.Tensor:
 
 def _upper_triangle(seq_len: int, device=None) -> torch.Tensor:
     return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device))
-
-
-def _inverted(seq_len: int, device=None) -> torch.Tensor:
-    return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), diagonal=1)
 
 
 def _float_ones(seq_len: int, device=None) -> torch.Tensor:
@@ -76,8 +73,7 @@ CAUSAL_MASK = register(Exercise(
     points=1,
     reference=causal_mask,
     summary="the (seq_len, seq_len) boolean look-ahead mask, True on and below the diagonal",
-    public_cases=lambda gen: _causal_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _causal_cases(gen, hidden=True),
+    **public_and_hidden(_causal_cases),
     mistakes=[
         Mistake("diagonal excluded", _strictly_below,
                 "a position may attend to itself: keep the diagonal (torch.tril(..., diagonal=0)). Without "
@@ -88,7 +84,7 @@ CAUSAL_MASK = register(Exercise(
         Mistake("upper triangle", _upper_triangle,
                 "rows are queries and columns keys: query i sees the PAST, columns 0..i, the lower "
                 "triangle (torch.tril), not the upper one."),
-        Mistake("inverted (True = masked)", _inverted,
+        Mistake("inverted (True = masked)", with_output(causal_mask, inverted),
                 "this is PyTorch's nn.Transformer / TensorFlow convention (True = forbidden). The course's "
                 "mask says True = may attend: invert it."),
         Mistake("float 0/1 instead of bool", _float_ones,
@@ -131,10 +127,6 @@ def _padding_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
             tokens[torch.arange(seq)[None, :] >= lengths[:, None]] = pad_id
             cases.append(Case(f"a random ({batch}, {seq}) batch, pad_id={pad_id}", args=(tokens, pad_id)))
     return cases
-
-
-def _padding_inverted(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    return (tokens == pad_id)[:, None, None, :]
 
 
 def _padding_2d(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -190,10 +182,9 @@ PADDING_MASK = register(Exercise(
     points=1,
     reference=padding_mask,
     summary="the (batch, 1, 1, seq) boolean padding mask, True at real tokens",
-    public_cases=lambda gen: _padding_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _padding_cases(gen, hidden=True),
+    **public_and_hidden(_padding_cases),
     mistakes=[
-        Mistake("inverted (True at padding)", _padding_inverted,
+        Mistake("inverted (True at padding)", with_output(padding_mask, inverted),
                 "True must mark the REAL tokens (tokens != pad_id), the keys that may be attended to; "
                 "True at padding is nn.MultiheadAttention's key_padding_mask convention."),
         Mistake("shape (batch, seq)", _padding_2d,

@@ -17,8 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .core import (Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise,
-                   run_case)
+from .core import Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "to_plain", "PASSED", "FAILED",
            "NOT_IMPLEMENTED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT"]
@@ -232,7 +231,7 @@ def check(name: str, impl: Any) -> Callable[..., Any]:
     Example:
         >>> from course_lib.basics import stable_softmax
         >>> fn = check("stable_softmax", stable_softmax)
-        ✅ stable_softmax: passed (7/7 cases)
+        ✅ stable_softmax: passed (8/8 cases)
     """
     result = run_check(name, impl)
     print(result)
