@@ -59,8 +59,10 @@ def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], who: str, ta
 
     The rule for 2-D masks: a 2-D mask is ``(seq_q, seq_k)``, never ``(batch, seq_k)``. When ``batch ==
     seq_q`` a (batch, seq_k) padding mask has that shape too and would be read the wrong way without an
-    error, so then a 2-D mask is accepted only if it is one of the two 2-D masks the course builds (causal,
-    or all True, which mean the same either way); any other raises and asks for the 4-D shape.
+    error, so then a 2-D mask is accepted only if it is causal (lower triangular, also with the offset of a
+    key/value cache: query i sees keys 0..i + offset) or all True; any other raises and asks for the 4-D
+    shape. (A padding batch whose lengths grow by exactly one per sentence looks causal and is read as
+    causal: the one case this rule cannot tell apart.)
     """
     if mask is None:
         return
@@ -78,13 +80,20 @@ def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], who: str, ta
         broadcast = None
     if broadcast != torch.Size(target):
         raise ValueError(f"{who}: mask of shape {_shape(mask)} cannot broadcast to {target_name} {target}")
-    if mask.dim() == 2 and batch is not None and batch == target[-2] > 1 and not (
-            bool(mask.all()) or torch.equal(mask, torch.tril(torch.ones_like(mask)))):
+    if mask.dim() == 2 and batch is not None and batch == target[-2] > 1 and not _is_causal(mask):
         raise ValueError(
             f"{who}: a 2-D mask of shape {_shape(mask)} is ambiguous here because batch == seq_q == {batch}: "
             f"2-D masks are read as (seq_q, seq_k), but this one may be a (batch, seq_k) padding mask. Pass a "
             f"padding mask as (batch, 1, 1, seq_k) (masking.padding_mask returns it) or a per-query mask as "
             f"(1, 1, seq_q, seq_k).")
+
+
+def _is_causal(mask: torch.Tensor) -> bool:
+    """Whether a 2-D boolean mask is all True or lower triangular with some offset (tril(ones, diagonal=d))."""
+    if bool(mask.all()):
+        return True
+    offset = int(mask[0].sum()) - 1  # row 0 keeps keys 0..offset
+    return torch.equal(mask, torch.tril(torch.ones_like(mask), diagonal=offset))
 
 
 def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -130,3 +130,13 @@ def test_mixed_precision_inputs_are_accepted_under_autocast() -> None:
     assert out.dtype == torch.bfloat16
     with pytest.raises(TypeError, match="same dtype"), torch.autocast("cpu", dtype=torch.bfloat16):
         mha(x.bfloat16(), x, x)
+
+
+def test_causal_mask_with_a_cache_offset_is_unambiguous() -> None:
+    """A key/value cache's chunk mask (query i sees keys 0..i + offset) is causal, whatever the batch."""
+    q, k = torch.randn(2, 2, 4), torch.randn(2, 5, 4)
+    chunk = torch.tril(torch.ones(2, 5, dtype=torch.bool), diagonal=3)
+    out, weights = scaled_dot_product_attention(q, k, k, mask=chunk)
+    assert torch.equal(weights == 0, ~chunk.expand(2, 2, 5))
+    with pytest.raises(ValueError, match="ambiguous"):
+        scaled_dot_product_attention(q, k, k, mask=torch.tensor([[True, True, False, True, False]] * 2))

@@ -6,6 +6,7 @@ import torch
 
 from course_lib.basics import stable_softmax
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.exercises.feedback import FORBIDDEN_CALL_HINT
 
 NOTEBOOK = "00_welcome"
@@ -98,8 +99,7 @@ STABLE_SOFTMAX = register(Exercise(
     forbidden_calls=SOFTMAX_FUNCTIONS,  # notebook 00 says: do not call torch.softmax
     reference=stable_softmax,
     summary="softmax along a dimension that does not overflow for large inputs",
-    public_cases=lambda gen: _cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cases(gen, hidden=True),
+    **public_and_hidden(_cases),
     mistakes=[
         Mistake("no max shift", _naive,
                 "exp(1000) overflows to inf and inf/inf is NaN: subtract the maximum along `dim` first."),

@@ -15,6 +15,7 @@ from torch.nn import functional as F
 
 from course_lib.attention import MultiHeadAttention, merge_heads, split_heads
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 
 NOTEBOOK = "02_multi_head_attention"
 
@@ -89,8 +90,7 @@ SPLIT_HEADS = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=split_heads,
     summary="(batch, seq, d_model) -> (batch, num_heads, seq, d_k): head h gets features h*d_k..(h+1)*d_k-1",
-    public_cases=lambda gen: _split_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _split_cases(gen, hidden=True),
+    **public_and_hidden(_split_cases),
     atol=0.0, rtol=0.0,
     mistakes=[
         Mistake("view straight to (batch, heads, seq, d_k)", _split_no_transpose,
@@ -186,8 +186,7 @@ MERGE_HEADS = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=merge_heads,
     summary="(batch, num_heads, seq, d_k) -> (batch, seq, num_heads * d_k): concatenate the heads, in order",
-    public_cases=lambda gen: _merge_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _merge_cases(gen, hidden=True),
+    **public_and_hidden(_merge_cases),
     atol=0.0, rtol=0.0,
     mistakes=[
         Mistake("reshape without moving the head axis", _merge_no_transpose,
@@ -450,8 +449,7 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=MultiHeadAttention,
     summary="MultiHeadAttention.forward: project, split into heads, attend, merge, project with W^O",
-    public_cases=lambda gen: _mha_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _mha_cases(gen, hidden=True),
+    **public_and_hidden(_mha_cases),
     mistakes=[
         Mistake("output projection W^O missing", _NoOutputProjection,
                 "after merging the heads, mix them with the output projection: output = self.w_o(merged)."),

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.vit import add_cls_and_positions, patchify
 
 NOTEBOOK = "08_vision_transformer"
@@ -119,8 +120,7 @@ PATCHIFY = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=patchify,
     summary="cut images (batch, C, H, W) into flattened p x p patches (batch, N, C*p*p) in raster order",
-    public_cases=lambda gen: _patchify_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _patchify_cases(gen, hidden=True),
+    **public_and_hidden(_patchify_cases),
     mistakes=[
         Mistake("reshape without permute", _reshape_only,
                 "a plain reshape cuts the image row by row into runs of C*p*p pixels, which are not squares: "
@@ -244,8 +244,7 @@ CLS_AND_POSITIONS = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=add_cls_and_positions,
     summary="prepend the learned [CLS] token to every sequence and add the learned position embeddings",
-    public_cases=lambda gen: _cls_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cls_cases(gen, hidden=True),
+    **public_and_hidden(_cls_cases),
     mistakes=[
         Mistake("missing [CLS]", _missing_cls,
                 "prepend the [CLS] token: the output has N + 1 tokens per image, [CLS] first, then the N "
