@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .validation import validated_by
+
 __all__ = [
     "scaled_dot_product_attention",
     "fused_attention",
@@ -51,8 +53,17 @@ def _shape(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(t.shape)
 
 
-def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], who: str, target_name: str) -> None:
-    """Raise unless ``mask`` is None or a boolean tensor that broadcasts to exactly ``target``."""
+def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], who: str, target_name: str,
+                batch: int | None = None) -> None:
+    """Raise unless ``mask`` is None or a boolean tensor that broadcasts to exactly ``target``.
+
+    The rule for 2-D masks: a 2-D mask is ``(seq_q, seq_k)``, never ``(batch, seq_k)``. When ``batch ==
+    seq_q`` a (batch, seq_k) padding mask has that shape too and would be read the wrong way without an
+    error, so then a 2-D mask is accepted only if it is causal (lower triangular, also with the offset of a
+    key/value cache: query i sees keys 0..i + offset) or all True; any other raises and asks for the 4-D
+    shape. (A padding batch whose lengths grow by exactly one per sentence looks causal and is read as
+    causal: the one case this rule cannot tell apart.)
+    """
     if mask is None:
         return
     if not isinstance(mask, torch.Tensor):
@@ -69,6 +80,20 @@ def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], who: str, ta
         broadcast = None
     if broadcast != torch.Size(target):
         raise ValueError(f"{who}: mask of shape {_shape(mask)} cannot broadcast to {target_name} {target}")
+    if mask.dim() == 2 and batch is not None and batch == target[-2] > 1 and not _is_causal(mask):
+        raise ValueError(
+            f"{who}: a 2-D mask of shape {_shape(mask)} is ambiguous here because batch == seq_q == {batch}: "
+            f"2-D masks are read as (seq_q, seq_k), but this one may be a (batch, seq_k) padding mask. Pass a "
+            f"padding mask as (batch, 1, 1, seq_k) (masking.padding_mask returns it) or a per-query mask as "
+            f"(1, 1, seq_q, seq_k).")
+
+
+def _is_causal(mask: torch.Tensor) -> bool:
+    """Whether a 2-D boolean mask is all True or lower triangular with some offset (tril(ones, diagonal=d))."""
+    if bool(mask.all()):
+        return True
+    offset = int(mask[0].sum()) - 1  # row 0 keeps keys 0..offset
+    return torch.equal(mask, torch.tril(torch.ones_like(mask), diagonal=offset))
 
 
 def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -79,6 +104,7 @@ def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch
             raise TypeError(f"{who}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() < 2:
             raise ValueError(f"{who}: {name} must have shape (..., seq, features), got shape {_shape(t)}")
+    _check_same_dtype(who, query, key, value)
     if key.shape[-1] != query.shape[-1]:
         raise ValueError(f"{who}: query and key must have the same feature size d_k (last dimension): "
                          f"query has shape {_shape(query)}, key has shape {_shape(key)}")
@@ -89,13 +115,36 @@ def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch
         raise ValueError(f"{who}: query, key and value must have the same leading (batch, heads) dimensions: "
                          f"query has shape {_shape(query)}, key {_shape(key)}, value {_shape(value)}")
     scores = (*query.shape[:-1], key.shape[-2])
-    _check_mask(mask, scores, who, "the scores' shape (..., seq_q, seq_k) =")
+    _check_mask(mask, scores, who, "the scores' shape (..., seq_q, seq_k) =",
+                batch=query.shape[0] if query.dim() >= 3 else None)
+
+
+def _check_same_dtype(who: str, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      expected: torch.dtype | None = None) -> None:
+    """Raise unless query, key and value are floating-point tensors of one dtype (``expected`` if given)."""
+    dtypes = {"query": query.dtype, "key": key.dtype, "value": value.dtype}
+    wanted = expected or query.dtype
+    if not wanted.is_floating_point or any(d != wanted for d in dtypes.values()):
+        given = ", ".join(f"{name} {d}" for name, d in dtypes.items())
+        whose = "the module's weights' dtype " if expected else ""
+        raise TypeError(f"{who}: query, key and value must be floating-point tensors of the same dtype "
+                        f"({whose}{wanted}); got {given}. Convert them, e.g. key = key.to(query.dtype)")
+
+
+def _check_sdpa_arguments(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                          mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                          who: str = "scaled_dot_product_attention") -> None:
+    """The checks of :func:`scaled_dot_product_attention` and :func:`fused_attention` (same arguments)."""
+    _check_attention_inputs(query, key, value, mask, who)
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{who}: dropout_p must be in [0, 1], got {dropout_p}")
 
 
 # ---------------------------------------------------------------------------------------------------
 # Scaled dot-product attention: the explicit path and the fused path
 # ---------------------------------------------------------------------------------------------------
 
+@validated_by(_check_sdpa_arguments)
 def scaled_dot_product_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -130,7 +179,6 @@ def scaled_dot_product_attention(
         >>> out.shape, w.shape, bool(w[..., 3:].eq(0).all())
         (torch.Size([2, 3, 4]), torch.Size([2, 3, 5]), True)
     """
-    _check_attention_inputs(query, key, value, mask)
     d_k = query.size(-1)
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., seq_q, seq_k)
     if mask is not None:
@@ -164,14 +212,19 @@ def fused_attention(
     and CUDA it processes keys in blocks), so it is faster and its memory grows linearly, not
     quadratically, with the sequence length. It cannot return the weights. Same arguments, shapes and mask
     convention as :func:`scaled_dot_product_attention` (fully masked queries also give zeros); returns only
-    ``output`` of shape ``(..., seq_q, d_v)``.
+    ``output`` of shape ``(..., seq_q, d_v)``. NaN or inf in an input gives NaN in the output as the formula
+    does (PyTorch's kernel alone would zero a NaN query's row), so such input is computed by the formula.
 
     Example:
         >>> q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
         >>> torch.allclose(fused_attention(q, k, v), scaled_dot_product_attention(q, k, v)[0], atol=1e-6)
         True
     """
-    _check_attention_inputs(query, key, value, mask, who="fused_attention")
+    _check_sdpa_arguments(query, key, value, mask, dropout_p, who="fused_attention")
+    if not all(bool(torch.isfinite(t).all()) for t in (query, key, value)):
+        # The fused kernel turns a NaN query row into zeros; the formula gives NaN. Both paths must agree
+        # and a NaN must never be laundered into a plausible number, so non-finite input takes the formula.
+        return scaled_dot_product_attention(query, key, value, mask, dropout_p)[0]
     if mask is not None:
         mask = _with_leading_ones(mask, query.dim())  # e.g. (seq_k,) -> (1, 1, 1, seq_k)
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
@@ -181,6 +234,19 @@ def fused_attention(
 # Heads: split d_model into num_heads slices of d_k = d_model / num_heads, and merge them back
 # ---------------------------------------------------------------------------------------------------
 
+def _check_split_heads(x: torch.Tensor, num_heads: int) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or num_heads < 1 or x.shape[-1] % num_heads != 0:
+        raise ValueError(f"split_heads: x must have shape (batch, seq, d_model) with d_model divisible by "
+                         f"num_heads={num_heads}, got shape {tuple(getattr(x, 'shape', ()))}")
+
+
+def _check_merge_heads(x: torch.Tensor) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise ValueError(f"merge_heads: x must have shape (batch, num_heads, seq, d_k), got shape "
+                         f"{tuple(getattr(x, 'shape', ()))}")
+
+
+@validated_by(_check_split_heads)
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Split the features into heads: ``(batch, seq, d_model) -> (batch, num_heads, seq, d_k)``.
 
@@ -193,15 +259,13 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
         tensor([[0., 1., 2., 3.],
                 [4., 5., 6., 7.]])
     """
-    if x.dim() != 3 or x.shape[-1] % num_heads != 0:
-        raise ValueError(f"split_heads: x must have shape (batch, seq, d_model) with d_model divisible by "
-                         f"num_heads={num_heads}, got shape {tuple(x.shape)}")
     batch, seq, d_model = x.shape
     d_k = d_model // num_heads
     x = x.view(batch, seq, num_heads, d_k)  # (batch, seq, num_heads, d_k): cut each feature vector in pieces
     return x.transpose(1, 2)  # (batch, num_heads, seq, d_k)
 
 
+@validated_by(_check_merge_heads)
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """Concatenate the heads again: ``(batch, num_heads, seq, d_k) -> (batch, seq, num_heads * d_k)``.
 
@@ -212,8 +276,6 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
         >>> torch.equal(merge_heads(split_heads(x, 3)), x)
         True
     """
-    if x.dim() != 4:
-        raise ValueError(f"merge_heads: x must have shape (batch, num_heads, seq, d_k), got shape {tuple(x.shape)}")
     batch, num_heads, seq, d_k = x.shape
     x = x.transpose(1, 2).contiguous()  # (batch, seq, num_heads, d_k), laid out in memory in this order
     return x.view(batch, seq, num_heads * d_k)  # (batch, seq, d_model)
@@ -222,6 +284,16 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------
 # Multi-head attention
 # ---------------------------------------------------------------------------------------------------
+
+def _check_mha_forward(self: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                       mask: torch.Tensor | None = None, need_weights: bool = False) -> None:
+    """The checks of :meth:`MultiHeadAttention.forward` (same arguments)."""
+    _check_mha_inputs(query, key, value, mask, self.d_model, self.num_heads)
+    # Under autocast the inputs may be float16/bfloat16 while the weights stay float32: only their agreement
+    # is required then.
+    autocast = torch.is_autocast_enabled(query.device.type)
+    _check_same_dtype("MultiHeadAttention", query, key, value, expected=None if autocast else self.w_q.weight.dtype)
+
 
 def _check_mha_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
                       d_model: int, num_heads: int) -> None:
@@ -240,7 +312,7 @@ def _check_mha_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
         raise ValueError(f"{who}: key and value must have the same length seq_k: key has shape {_shape(key)}, "
                          f"value has shape {_shape(value)}")
     target = (query.shape[0], num_heads, query.shape[1], key.shape[1])
-    _check_mask(mask, target, who, "(batch, num_heads, seq_q, seq_k) =")
+    _check_mask(mask, target, who, "(batch, num_heads, seq_q, seq_k) =", batch=query.shape[0])
 
 
 class MultiHeadAttention(nn.Module):
@@ -292,6 +364,7 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)  # W^O mixes the concatenated heads
 
+    @validated_by(_check_mha_forward)
     def forward(
         self,
         query: torch.Tensor,
@@ -300,8 +373,11 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes."""
-        _check_mha_inputs(query, key, value, mask, self.d_model, self.num_heads)
+        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes.
+
+        Both paths (the fused kernel, and the formula when ``need_weights``) give the same output, NaN
+        included: a NaN in the input is a NaN in the output on both, never a finite number.
+        """
         q = split_heads(self.w_q(query), self.num_heads)  # (batch, heads, seq_q, d_k)
         k = split_heads(self.w_k(key), self.num_heads)  # (batch, heads, seq_k, d_k)
         v = split_heads(self.w_v(value), self.num_heads)  # (batch, heads, seq_k, d_k)

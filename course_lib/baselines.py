@@ -22,6 +22,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .validation import validated_by
+
 __all__ = [
     "LAYER_KINDS",
     "max_path_length",
@@ -45,6 +47,17 @@ def _check_kind_and_sizes(fn: str, layer: str, **sizes: int) -> None:
             raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
 
 
+def _check_path_arguments(layer: str, n: int, k: int = 3, r: int = 4) -> None:
+    _check_kind_and_sizes("max_path_length", layer, n=n, k=k, r=r)
+    if k < 2:
+        raise ValueError(f"max_path_length: kernel width k must be >= 2 to connect positions, got {k}")
+
+
+def _check_flops_arguments(layer: str, n: int, d: int, k: int = 3, r: int = 4) -> None:
+    _check_kind_and_sizes("layer_flops", layer, n=n, d=d, k=k, r=r)
+
+
+@validated_by(_check_path_arguments)
 def max_path_length(layer: str, n: int, k: int = 3, r: int = 4) -> int:
     """Fewest layers a signal must cross to connect the first and the last of ``n`` positions.
 
@@ -74,9 +87,6 @@ def max_path_length(layer: str, n: int, k: int = 3, r: int = 4) -> int:
         ...                                           "dilated_convolution")]
         [1, 8, 4, 2]
     """
-    _check_kind_and_sizes("max_path_length", layer, n=n, k=k, r=r)
-    if k < 2:
-        raise ValueError(f"max_path_length: kernel width k must be >= 2 to connect positions, got {k}")
     distance = n - 1  # from the first position to the last
     if distance == 0:
         return 0
@@ -94,6 +104,7 @@ def max_path_length(layer: str, n: int, k: int = 3, r: int = 4) -> int:
     return layers
 
 
+@validated_by(_check_flops_arguments)
 def layer_flops(layer: str, n: int, d: int, k: int = 3, r: int = 4) -> int:
     """Multiply-adds of one layer on a sequence of ``n`` vectors of width ``d`` (one sequence, no batch).
 
@@ -121,7 +132,6 @@ def layer_flops(layer: str, n: int, d: int, k: int = 3, r: int = 4) -> int:
         >>> layer_flops("self_attention", n=10, d=4), layer_flops("recurrent", n=10, d=4)
         (1440, 1280)
     """
-    _check_kind_and_sizes("layer_flops", layer, n=n, d=d, k=k, r=r)
     if layer == "self_attention":
         return 4 * n * d * d + 2 * n * n * d
     if layer == "restricted_self_attention":

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.masking import padding_mask
+from course_lib.validation import validated_by
 
 __all__ = ["greedy_decode", "beam_search_step", "beam_search", "translate"]
 
@@ -37,8 +38,9 @@ def _check_source(model: nn.Module, src: torch.Tensor, max_len: int | None, pad_
     if not isinstance(src, torch.Tensor) or src.dim() != 2 or src.dtype != torch.long:
         raise ValueError(f"decoding: src must be a LongTensor of shape (batch, src_len), got "
                          f"{getattr(src, 'dtype', type(src).__name__)} {tuple(getattr(src, 'shape', ()))}")
-    if src.shape[0] == 0 or src.shape[1] == 0:
-        raise ValueError(f"decoding: src is empty (shape {tuple(src.shape)}); give at least one token per sentence")
+    if src.shape[1] == 0:
+        raise ValueError(f"decoding: src has sentences of length 0 (shape {tuple(src.shape)}); give at least one "
+                         f"token per sentence (an empty batch, shape (0, src_len), is fine and gives an empty result)")
     empty_rows = (src != pad_id).sum(dim=1) == 0
     if empty_rows.any():
         rows = empty_rows.nonzero().flatten().tolist()
@@ -74,6 +76,8 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int | None = Non
     """
     pad_id = getattr(model, "pad_id", 0)
     max_len = _check_source(model, src, max_len, pad_id)
+    if src.shape[0] == 0:
+        return src.new_empty(0, 0)                               # an empty batch: nothing to translate
     model.eval()
     memory = model.encode(src)                                   # (batch, src_len, d_model)
     src_mask = padding_mask(src, pad_id)                         # (batch, 1, 1, src_len)
@@ -90,6 +94,24 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int | None = Non
     return ys[:, 1:]
 
 
+def _check_beam_step(scores: torch.Tensor, log_probs: torch.Tensor, beam_size: int) -> None:
+    """Raise a clear error unless scores (batch, beam), log_probs (batch, beam, vocab), 1 <= beam_size <= beam*vocab."""
+    who = "beam_search_step"
+    for name, t, dims in (("scores", scores, "(batch, beam)"), ("log_probs", log_probs, "(batch, beam, vocab)")):
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            raise TypeError(f"{who}: {name} must be a float tensor of shape {dims}, got "
+                            f"{getattr(t, 'dtype', type(t).__name__)}")
+    if scores.dim() != 2 or log_probs.dim() != 3 or log_probs.shape[:2] != scores.shape:
+        raise ValueError(f"{who}: scores must have shape (batch, beam) and log_probs (batch, beam, vocab) with the "
+                         f"same batch and beam; got scores {tuple(scores.shape)} and log_probs "
+                         f"{tuple(log_probs.shape)}")
+    candidates = log_probs.shape[1] * log_probs.shape[2]
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or not 1 <= beam_size <= candidates:
+        raise ValueError(f"{who}: beam_size must be an int from 1 to beam * vocab = {candidates} (the number of "
+                         f"candidates), got {beam_size!r}")
+
+
+@validated_by(_check_beam_step)
 def beam_search_step(scores: torch.Tensor, log_probs: torch.Tensor,
                      beam_size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One step of beam search: the ``beam_size`` best extensions over all beams of each sentence.
@@ -130,17 +152,21 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len
     normalised score ``score / length ** length_penalty`` (length counts ``<eos>``; 0 disables the
     normalisation, 1 ranks by mean log-probability per token).
 
-    ``beam_size=1`` gives the same tokens as :func:`greedy_decode`.
+    ``beam_size=1`` gives the same tokens as :func:`greedy_decode`. A beam wider than the vocabulary is
+    allowed (an exhaustive search on a tiny vocabulary): the beams that have no candidate yet keep a score
+    of -inf and never win. An empty batch, shape (0, src_len), gives an empty result.
 
     Shapes: ``src`` (batch, src_len) -> (batch, out_len) ids as :func:`greedy_decode` returns them; with
     ``return_scores`` also the normalised scores (batch,).
     """
-    if not isinstance(beam_size, int) or beam_size < 1:
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"beam_search: beam_size must be an int >= 1, got {beam_size!r}")
     if length_penalty < 0:
         raise ValueError(f"beam_search: length_penalty must be >= 0, got {length_penalty}")
     pad_id = getattr(model, "pad_id", 0)
     max_len = _check_source(model, src, max_len, pad_id)
+    if src.shape[0] == 0:                                        # an empty batch: nothing to translate
+        return (src.new_empty(0, 0), torch.empty(0, device=src.device)) if return_scores else src.new_empty(0, 0)
     model.eval()
     batch, k = src.shape[0], beam_size
     memory = model.encode(src).repeat_interleave(k, dim=0)           # (batch * k, src_len, d_model)

@@ -24,14 +24,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .validation import validated_by
+
 __all__ = [
     "label_smoothed_cross_entropy", "transformer_lr", "make_optimizer", "fused_if_supported", "make_scheduler",
     "TrainHistory", "Prediction", "translation_step", "classification_step", "train", "teacher_forced_accuracy",
 ]
 
 
-def _check_loss_inputs(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> None:
-    """Raise a ValueError naming the argument when the loss is called with mismatched shapes."""
+def _check_loss_inputs(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1,
+                       ignore_index: int = 0) -> None:
+    """Raise a ValueError naming the argument for mismatched shapes or a target id outside the classes."""
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point() or logits.dim() < 2:
         raise ValueError(f"label_smoothed_cross_entropy: logits must be a float tensor (..., num_classes), "
                          f"got {getattr(logits, 'shape', type(logits).__name__)}")
@@ -41,8 +44,16 @@ def _check_loss_inputs(logits: torch.Tensor, target: torch.Tensor, smoothing: fl
                          f"{getattr(target, 'dtype', None)} {tuple(getattr(target, 'shape', ()))}")
     if not 0.0 <= smoothing <= 1.0:
         raise ValueError(f"label_smoothed_cross_entropy: smoothing must be in [0, 1], got {smoothing}")
+    num_classes = logits.shape[-1]
+    outside = (target != ignore_index) & ((target < 0) | (target >= num_classes))
+    if bool(outside.any()):
+        where = [int(i) for i in outside.nonzero()[0]]
+        raise ValueError(f"label_smoothed_cross_entropy: target holds class id {int(target[tuple(where)])} at "
+                         f"index {where}, outside the {num_classes} classes of logits (ids 0 to {num_classes - 1}; "
+                         f"ignore_index={ignore_index} is skipped)")
 
 
+@validated_by(_check_loss_inputs)
 def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1,
                                  ignore_index: int = 0) -> torch.Tensor:
     """Cross-entropy against a smoothed target distribution, averaged over the non-padding positions.
@@ -69,7 +80,6 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smo
         ...     nn.CrossEntropyLoss(label_smoothing=0.1)(logits, target)))
         True
     """
-    _check_loss_inputs(logits, target, smoothing)
     log_probs = F.log_softmax(logits, dim=-1)                        # (..., C)
     keep = target != ignore_index                                    # (...)
     safe_target = target.masked_fill(~keep, 0)                       # any valid id where ignored
@@ -83,6 +93,16 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smo
     return per_position.sum() / keep.sum().clamp(min=1)
 
 
+def _check_lr_arguments(step: int, d_model: int, warmup: int = 4000) -> None:
+    """Raise unless step >= 0 and d_model, warmup >= 1 (step 0 is LambdaLR's call before the first update)."""
+    if d_model < 1 or warmup < 1:
+        raise ValueError(f"transformer_lr: d_model and warmup must be >= 1, got d_model={d_model}, "
+                         f"warmup={warmup}")
+    if step < 0:
+        raise ValueError(f"transformer_lr: step must be >= 0 (steps count from 1; 0 is read as 1), got {step}")
+
+
+@validated_by(_check_lr_arguments)
 def transformer_lr(step: int, d_model: int, warmup: int = 4000) -> float:
     """The paper's learning rate at ``step``: d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
 
@@ -94,10 +114,7 @@ def transformer_lr(step: int, d_model: int, warmup: int = 4000) -> float:
         >>> round(transformer_lr(4000, d_model=512, warmup=4000), 6)
         0.000699
     """
-    if d_model < 1 or warmup < 1:
-        raise ValueError(f"transformer_lr: d_model and warmup must be >= 1, got d_model={d_model}, "
-                         f"warmup={warmup}")
-    step = max(step, 1)
+    step = max(step, 1)  # LambdaLR asks for step 0 before the first update
     return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 

@@ -46,7 +46,11 @@ __all__ = [
 
 
 def _check_tokens(name: str, tokens: torch.Tensor, vocab_size: int, max_len: int) -> None:
-    """Raise a clear error unless ``tokens`` is a (batch, seq) integer tensor of valid ids, 1 <= seq <= max_len."""
+    """Raise a clear error unless ``tokens`` is a (batch, seq) integer tensor of valid ids, 1 <= seq <= max_len.
+
+    The course's one rule for batch 0, as in every module: an empty batch is accepted (the result is empty
+    too); an empty sequence is refused (every sequence needs at least one token).
+    """
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"Transformer: {name} must be a LongTensor of shape (batch, seq), got "
                         f"{type(tokens).__name__}")
@@ -57,12 +61,14 @@ def _check_tokens(name: str, tokens: torch.Tensor, vocab_size: int, max_len: int
         raise ValueError(f"Transformer: {name} must have shape (batch, seq), got {tuple(tokens.shape)}"
                          + (" (add a batch axis with .unsqueeze(0))" if tokens.dim() == 1 else ""))
     batch, seq = tokens.shape
-    if batch == 0 or seq == 0:
-        raise ValueError(f"Transformer: {name} is empty (shape {tuple(tokens.shape)}); every sequence needs at "
-                         f"least one token")
+    if seq == 0:
+        raise ValueError(f"Transformer: {name} has sequences of length 0 (shape {tuple(tokens.shape)}); every "
+                         f"sequence needs at least one token")
     if seq > max_len:
         raise ValueError(f"Transformer: {name} has {seq} positions but the model has positional encodings for "
                          f"max_len={max_len}; shorten the sequence or build the model with a larger max_len")
+    if batch == 0:
+        return
     low, high = int(tokens.min()), int(tokens.max())
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high

@@ -98,7 +98,9 @@ def test_wrong_return_type_is_named() -> None:
 
 
 def test_wrong_shape_is_named() -> None:
-    result = run_check("stable_softmax", lambda x, dim=-1: torch.softmax(x, dim=dim).unsqueeze(0))
+    from course_lib.basics import stable_softmax
+
+    result = run_check("stable_softmax", lambda x, dim=-1: stable_softmax(x, dim=dim).unsqueeze(0))
     assert result.status == "failed" and "expected shape (3,), got (1, 3)" in result.message
 
 

@@ -6,8 +6,11 @@ import torch
 
 from course_lib.basics import stable_softmax
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
+from course_lib.exercises.feedback import FORBIDDEN_CALL_HINT
 
 NOTEBOOK = "00_welcome"
+SOFTMAX_FUNCTIONS = ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax")
 
 
 def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
@@ -16,6 +19,8 @@ def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         Case("three small logits", args=(torch.tensor([1.0, 2.0, 3.0]) * scale,)),
         Case("large logits (exp would overflow)", args=(torch.tensor([1000.0, 1001.0, 999.0]) * scale,)),
         Case("a wide spread of logits (-100 to 100)", args=(torch.tensor([-100.0, 0.0, 100.0]) * scale,)),
+        Case("a square (3, 3) batch (rows and columns of the same length)",
+             args=(torch.randn(3, 3, generator=gen) * 3 * scale,)),
         Case("two rows far apart (1000s and -1000s)",
              args=(torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, -999.0, -1001.0]]) * scale,)),
         Case("a (2, 5) batch, softmax over the last axis", args=(torch.randn(2, 5, generator=gen) * 3,)),
@@ -63,6 +68,14 @@ def _log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return x - torch.logsumexp(x, dim=dim, keepdim=True)
 
 
+def _library_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return torch.softmax(x, dim=dim)  # right numbers, but the exercise is to write it
+
+
+def _method_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return x.softmax(dim)
+
+
 # Correct alternatives written differently: each is accepted.
 def _via_logsumexp(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
@@ -83,10 +96,10 @@ STABLE_SOFTMAX = register(Exercise(
     notebook=NOTEBOOK,
     points=1,
     differentiable=True,  # trained through in the notebooks: gradients must flow
+    forbidden_calls=SOFTMAX_FUNCTIONS,  # notebook 00 says: do not call torch.softmax
     reference=stable_softmax,
     summary="softmax along a dimension that does not overflow for large inputs",
-    public_cases=lambda gen: _cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cases(gen, hidden=True),
+    **public_and_hidden(_cases),
     mistakes=[
         Mistake("no max shift", _naive,
                 "exp(1000) overflows to inf and inf/inf is NaN: subtract the maximum along `dim` first."),
@@ -105,6 +118,8 @@ STABLE_SOFTMAX = register(Exercise(
                 "x.amax(dim=dim) drops that axis; use keepdim=True so it broadcasts against x."),
         Mistake("log-softmax", _log_softmax,
                 "this is log-softmax; take exp() of it (or exponentiate before normalising)."),
+        Mistake("calls torch.softmax", _library_softmax, FORBIDDEN_CALL_HINT),
+        Mistake("calls Tensor.softmax", _method_softmax, FORBIDDEN_CALL_HINT),
     ],
-    also_correct=[_via_logsumexp, _with_a_loop, lambda x, dim=-1: torch.softmax(x, dim=dim)],
+    also_correct=[_via_logsumexp, _with_a_loop],
 ))

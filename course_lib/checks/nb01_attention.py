@@ -12,22 +12,13 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from course_lib.attention import scaled_dot_product_attention
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import bool_mask, inverted, public_and_hidden, randn, with_inputs
 
 NOTEBOOK = "01_attention"
-
-
-def _rand(gen: torch.Generator, *shape: int) -> torch.Tensor:
-    return torch.randn(*shape, generator=gen)
-
-
-def _mask(gen: torch.Generator, *shape: int) -> torch.Tensor:
-    """A random boolean mask where every query row keeps key 0 (so no row is fully masked)."""
-    mask = torch.rand(*shape, generator=gen) < 0.6
-    mask[..., 0] = True
-    return mask
 
 
 def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
@@ -36,29 +27,35 @@ def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     d_k = d_k + int(torch.randint(0, 3, (), generator=gen)) * 4 if hidden else d_k
     causal = torch.tril(torch.ones(sq + 1, sq + 1, dtype=torch.bool))
     cases = [
-        Case("no mask, one sequence (seq=4, d_k=d_v=3)", args=(_rand(gen, 4, 3), _rand(gen, 4, 3), _rand(gen, 4, 3))),
+        Case("no mask, one sequence (seq=4, d_k=d_v=3)", args=(randn(gen, 4, 3), randn(gen, 4, 3), randn(gen, 4, 3))),
         Case(f"no mask, batch of {b}, seq_q={sq} != seq_k={sk}, d_k={d_k} != d_v={d_v}",
-             args=(_rand(gen, b, sq, d_k), _rand(gen, b, sk, d_k), _rand(gen, b, sk, d_v))),
+             args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v))),
         Case("larger scores (inputs scaled by 3), 4-D (batch, heads, seq, d_k)",
-             args=(_rand(gen, b, h, sq, d_k) * 3, _rand(gen, b, h, sk, d_k) * 3, _rand(gen, b, h, sk, d_v))),
+             args=(randn(gen, b, h, sq, d_k) * 3, randn(gen, b, h, sk, d_k) * 3, randn(gen, b, h, sk, d_v))),
         Case(f"mask of shape (seq_k,) = ({sk},)",
-             args=(_rand(gen, b, sq, d_k), _rand(gen, b, sk, d_k), _rand(gen, b, sk, d_v)),
-             kwargs={"mask": _mask(gen, sk)}),
+             args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v)),
+             kwargs={"mask": bool_mask(gen, sk)}),
         Case(f"causal mask of shape (seq_q, seq_k) = ({sq + 1}, {sq + 1})",
-             args=(_rand(gen, b, sq + 1, d_k), _rand(gen, b, sq + 1, d_k), _rand(gen, b, sq + 1, d_v)),
+             args=(randn(gen, b, sq + 1, d_k), randn(gen, b, sq + 1, d_k), randn(gen, b, sq + 1, d_v)),
              kwargs={"mask": causal}),
         Case(f"padding mask of shape (batch, 1, 1, seq_k) = ({b}, 1, 1, {sk}), 4-D inputs",
-             args=(_rand(gen, b, h, sq, d_k), _rand(gen, b, h, sk, d_k), _rand(gen, b, h, sk, d_v)),
-             kwargs={"mask": _mask(gen, b, 1, 1, sk)}),
+             args=(randn(gen, b, h, sq, d_k), randn(gen, b, h, sk, d_k), randn(gen, b, h, sk, d_v)),
+             kwargs={"mask": bool_mask(gen, b, 1, 1, sk)}),
         Case(f"mask of shape (batch, heads, seq_q, seq_k) = ({b}, {h}, {sq}, {sk})",
-             args=(_rand(gen, b, h, sq, d_k), _rand(gen, b, h, sk, d_k), _rand(gen, b, h, sk, d_v)),
-             kwargs={"mask": _mask(gen, b, h, sq, sk)}),
+             args=(randn(gen, b, h, sq, d_k), randn(gen, b, h, sk, d_k), randn(gen, b, h, sk, d_v)),
+             kwargs={"mask": bool_mask(gen, b, h, sq, sk)}),
     ]
-    fully = _mask(gen, b, sq, sk)
+    cases.append(Case("very large scores (inputs scaled by 30: exp of a score overflows float32)",
+                      args=(randn(gen, b, sq, d_k) * 30, randn(gen, b, sk, d_k) * 30, randn(gen, b, sk, d_v)),
+                      kwargs={"mask": bool_mask(gen, b, sq, sk)}))
+    fully = bool_mask(gen, b, sq, sk)
     fully[0, 1] = False  # query 1 of the first sequence may attend to nothing
     cases.append(Case("a query whose keys are all masked (expected: zero weights and a zero output)",
-                      args=(_rand(gen, b, sq, d_k), _rand(gen, b, sk, d_k), _rand(gen, b, sk, d_v)),
+                      args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v)),
                       kwargs={"mask": fully}))
+    cases.append(Case("dropout_p=1.0 (every weight dropped: expected zero weights and a zero output)",
+                      args=(randn(gen, b, sq, d_k), randn(gen, b, sk, d_k), randn(gen, b, sk, d_v)),
+                      kwargs={"dropout_p": 1.0}))
     return cases
 
 
@@ -99,11 +96,6 @@ def _softmax_over_queries(query, key, value, mask=None, dropout_p=0.0):
     return weights @ value, weights
 
 
-def _mask_inverted(query, key, value, mask=None, dropout_p=0.0):
-    return _finish(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), value,
-                   None if mask is None else ~mask)
-
-
 def _mask_after_softmax(query, key, value, mask=None, dropout_p=0.0):
     weights = torch.softmax(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), dim=-1)
     if mask is not None:
@@ -127,6 +119,32 @@ def _large_negative_fill(query, key, value, mask=None, dropout_p=0.0):
     return weights @ value, weights
 
 
+def _masked_with_zero(query, key, value, mask=None, dropout_p=0.0):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, 0.0)  # a score of 0 is exp(0) = 1 after the softmax, not 0
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ value, weights
+
+
+def _no_max_shift_then_nan_to_num(query, key, value, mask=None, dropout_p=0.0):
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    exps = torch.exp(scores)  # overflows to inf above about 88 in float32
+    weights = torch.nan_to_num(exps / exps.sum(dim=-1, keepdim=True))  # meant for empty rows, hides inf/inf too
+    return weights @ value, weights
+
+
+def _dropout_ignored(query, key, value, mask=None, dropout_p=0.0):
+    return _finish(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), value, mask)
+
+
+def _dropout_on_the_output(query, key, value, mask=None, dropout_p=0.0):
+    output, weights = _finish(query @ key.transpose(-2, -1) / math.sqrt(query.size(-1)), value, mask)
+    return F.dropout(output, p=dropout_p), weights
+
+
 def _returns_scores(query, key, value, mask=None, dropout_p=0.0):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))
     output, _ = _finish(scores, value, mask)
@@ -141,6 +159,7 @@ def _with_einsum(query, key, value, mask=None, dropout_p=0.0):
         scores = torch.where(mask, scores, torch.tensor(float("-inf")))
     weights = torch.softmax(scores, dim=-1)
     weights = torch.nan_to_num(weights, nan=0.0)  # rows with no key: 0/0 -> 0
+    weights = F.dropout(weights, p=dropout_p)
     return torch.einsum("...qk,...kv->...qv", weights, value), weights
 
 
@@ -151,6 +170,8 @@ def _large_negative_then_zero_rows(query, key, value, mask=None, dropout_p=0.0):
     weights = scores.softmax(-1)
     if mask is not None:
         weights = weights * mask.any(-1, keepdim=True)
+    if dropout_p > 0:
+        weights = torch.nn.Dropout(dropout_p)(weights)  # a fresh module is in training mode
     return torch.matmul(weights, value), weights
 
 
@@ -166,6 +187,7 @@ def _loop_over_queries(query, key, value, mask=None, dropout_p=0.0):
         s = s.masked_fill(~full[..., i, :], float("-inf"))
         e = torch.exp(s - s.amax(-1, keepdim=True).clamp(min=-1e30))
         w = e / e.sum(-1, keepdim=True).clamp(min=1e-30)
+        w = F.dropout(w, p=dropout_p)
         rows.append(w)
         outs.append((w.unsqueeze(-1) * value).sum(-2))
     return torch.stack(outs, dim=-2), torch.stack(rows, dim=-2)
@@ -179,9 +201,14 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     reference=scaled_dot_product_attention,
     summary="softmax(Q K^T / sqrt(d_k)) V with an optional boolean mask (True = may attend), "
             "returning (output, weights)",
-    public_cases=lambda gen: _cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cases(gen, hidden=True),
+    **public_and_hidden(_cases),
     mistakes=[
+        Mistake("dropout_p ignored", _dropout_ignored,
+                "apply dropout to the weights after the softmax: weights = F.dropout(weights, p=dropout_p). With "
+                "dropout_p=1.0 every weight is dropped, so the weights and the output are all zeros."),
+        Mistake("dropout applied to the output", _dropout_on_the_output,
+                "attention dropout drops weights, not outputs: apply F.dropout to the weights, then multiply by "
+                "the values, and return the weights after dropout (so that output == weights @ value)."),
         Mistake("scale missing", _no_scale,
                 "divide the scores by sqrt(d_k): without it their spread grows with d_k and the softmax saturates."),
         Mistake("divided by d_k instead of sqrt(d_k)", _scale_by_d_k,
@@ -193,7 +220,7 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
                 "the scores are query @ key.transpose(-2, -1): one row per query, one column per key."),
         Mistake("softmax over the queries (dim=-2)", _softmax_over_queries,
                 "take the softmax over the keys, the last axis (dim=-1): each query's weights must sum to 1."),
-        Mistake("mask inverted", _mask_inverted,
+        Mistake("mask inverted", with_inputs(scaled_dot_product_attention, mask=inverted),
                 "in this course's convention True means 'may attend': fill the scores where the mask is False "
                 "(masked_fill(~mask, float('-inf')))."),
         Mistake("mask applied after the softmax", _mask_after_softmax,
@@ -206,6 +233,13 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
         Mistake("-1e9 fill leaves a fully masked row uniform", _large_negative_fill,
                 "filling with -1e9 gives a query with no key uniform weights, not zeros: set the weights of rows "
                 "whose mask is all False to zero."),
+        Mistake("masked scores set to 0 instead of -inf", _masked_with_zero,
+                "masked_fill(~mask, 0) sets a masked score to 0, and exp(0) = 1: the masked key still gets weight. "
+                "Fill with float('-inf') so that its weight after the softmax is exactly 0."),
+        Mistake("exp without the max shift, NaN hidden by nan_to_num", _no_max_shift_then_nan_to_num,
+                "exp() of a score above about 88 is inf in float32 and inf/inf = NaN; nan_to_num then turns a "
+                "whole row into zeros. Subtract each row's maximum before exp() (or use torch.softmax) and zero "
+                "only the rows whose keys are all masked."),
         Mistake("returned the scores instead of the weights", _returns_scores,
                 "return the weights after the softmax (rows summing to 1), not the raw scores."),
     ],

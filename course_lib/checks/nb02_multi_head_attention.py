@@ -15,6 +15,7 @@ from torch.nn import functional as F
 
 from course_lib.attention import MultiHeadAttention, merge_heads, split_heads
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 
 NOTEBOOK = "02_multi_head_attention"
 
@@ -89,8 +90,7 @@ SPLIT_HEADS = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=split_heads,
     summary="(batch, seq, d_model) -> (batch, num_heads, seq, d_k): head h gets features h*d_k..(h+1)*d_k-1",
-    public_cases=lambda gen: _split_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _split_cases(gen, hidden=True),
+    **public_and_hidden(_split_cases),
     atol=0.0, rtol=0.0,
     mistakes=[
         Mistake("view straight to (batch, heads, seq, d_k)", _split_no_transpose,
@@ -186,8 +186,7 @@ MERGE_HEADS = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=merge_heads,
     summary="(batch, num_heads, seq, d_k) -> (batch, seq, num_heads * d_k): concatenate the heads, in order",
-    public_cases=lambda gen: _merge_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _merge_cases(gen, hidden=True),
+    **public_and_hidden(_merge_cases),
     atol=0.0, rtol=0.0,
     mistakes=[
         Mistake("reshape without moving the head axis", _merge_no_transpose,
@@ -234,6 +233,9 @@ def _mha_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     padding = torch.ones(b, 1, 1, sk, dtype=torch.bool)
     padding[0, ..., -2:] = False  # the first sequence has two padding positions
     causal = torch.tril(torch.ones(sq, sq, dtype=torch.bool))
+    no_key = torch.rand(b, 1, sq, sk, generator=gen) < 0.7
+    no_key[..., 0] = True
+    no_key[0, :, 1] = False  # query 1 of the first sequence may attend to no key at all
     weights = {"need_weights": True}
     return [
         Case(f"self-attention, no mask, d_model={d_model}, {h} heads", args=(x, x, x), kwargs=weights,
@@ -251,6 +253,9 @@ def _mha_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
              state=_state(gen, d_model, bias=False)),
         Case("key and value are different tensors (w_k projects the key, w_v the value)",
              args=(x, memory, values), kwargs={"mask": padding, **weights}, init=init, state=_state(gen, d_model)),
+        Case(f"a query whose keys are all masked, mask of shape {tuple(no_key.shape)} (expected: zero weights "
+             f"for that query in every head)", args=(x, memory, values), kwargs={"mask": no_key, **weights},
+             init=init, state=_state(gen, d_model)),
         Case("dropout=0.5 in eval mode (the check calls model.eval(): no dropout may apply)",
              args=(x, memory, memory), kwargs={"mask": padding, **weights},
              init={**init, "dropout": 0.5}, state=_state(gen, d_model)),
@@ -284,6 +289,8 @@ def _attend(q, k, v, mask, scale=True):
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)  # a query with no key: zeros
     return weights @ v, weights
 
 
@@ -367,6 +374,22 @@ class _AlwaysReturnsWeights(_Given):
         return self.w_o(merge_heads(heads)), weights
 
 
+class _LargeNegativeFill(_Given):
+    def forward(self, query, key, value, mask=None, need_weights=False):
+        q, k, v = self._heads(query, key, value)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, -1e9)  # a query with no key gets uniform weights, not zeros
+        weights = torch.softmax(scores, dim=-1)
+        return self.w_o(merge_heads(weights @ v)), weights if need_weights else None
+
+
+class _KeysAndValuesFromQuery(_Given):
+    def forward(self, query, key, value, mask=None, need_weights=False):
+        heads, weights = _attend(*self._heads(query, query, query), mask)  # self-attention only
+        return self.w_o(merge_heads(heads)), weights if need_weights else None
+
+
 class _PerHeadLoop(_Given):
     """The paper's form: head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V), with row slices of the weights."""
 
@@ -399,7 +422,7 @@ class _WithEinsum(_Given):
         scores = torch.einsum("bqhd,bkhd->bhqk", q, k) / self.d_k ** 0.5
         if mask is not None:
             scores = scores.masked_fill(mask.logical_not(), float("-inf"))
-        weights = scores.softmax(dim=-1)
+        weights = scores.softmax(dim=-1).nan_to_num(0.0)  # a query with no key: 0/0 -> 0
         out = torch.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, sq, self.d_model)
         return self.w_o(out), (weights if need_weights else None)
 
@@ -415,7 +438,7 @@ class _WithTorchKernel(_Given):
             scores = (q @ k.mT / math.sqrt(self.d_k))
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            weights = scores.softmax(-1)
+            weights = torch.where(scores.isneginf().all(-1, keepdim=True), 0.0, scores.softmax(-1))
         return self.w_o(merge_heads(out)), weights
 
 
@@ -426,8 +449,7 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=MultiHeadAttention,
     summary="MultiHeadAttention.forward: project, split into heads, attend, merge, project with W^O",
-    public_cases=lambda gen: _mha_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _mha_cases(gen, hidden=True),
+    **public_and_hidden(_mha_cases),
     mistakes=[
         Mistake("output projection W^O missing", _NoOutputProjection,
                 "after merging the heads, mix them with the output projection: output = self.w_o(merged)."),
@@ -451,6 +473,14 @@ MULTI_HEAD_ATTENTION = register(Exercise(
         Mistake("one head of size d_model", _OneBigHead,
                 "split the projected queries, keys and values into num_heads heads of d_k features, attend in each "
                 "head separately, then merge."),
+        Mistake("keys and values taken from the query", _KeysAndValuesFromQuery,
+                "project the key and value arguments, not the query: k = self.w_k(key), v = self.w_v(value). "
+                "In self-attention all three are the same tensor, in cross-attention (the decoder reading the "
+                "encoder) they are not."),
+        Mistake("-1e9 fill leaves a fully masked query uniform", _LargeNegativeFill,
+                "filling masked scores with -1e9 gives a query whose keys are all masked uniform weights over "
+                "the masked keys; its weights must be zero: set them to zero with masked_fill or torch.where "
+                "(or use the notebook 01 attention, which does)."),
         Mistake("mask inverted", _MaskInverted,
                 "True in the mask means 'may attend': fill the scores with -inf where the mask is False."),
         Mistake("weights returned when need_weights=False", _AlwaysReturnsWeights,

@@ -7,6 +7,7 @@ import math
 import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.positional import sinusoidal_table
 
 NOTEBOOK = "03_positional_encoding"
@@ -129,8 +130,7 @@ SINUSOIDAL_TABLE = register(Exercise(
     points=2,
     reference=sinusoidal_table,
     summary="the (max_len, d_model) table PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...)",
-    public_cases=lambda gen: _cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cases(gen, hidden=True),
+    **public_and_hidden(_cases),
     atol=1e-4,  # a table computed entirely in float32 (the Annotated Transformer's way) is correct too
     rtol=0.0,
     mistakes=[

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import inverted, public_and_hidden, with_output
 from course_lib.masking import causal_mask, padding_mask
 
 NOTEBOOK = "04_masking"
@@ -36,10 +37,6 @@ def _one_step_ahead(seq_len: int, device=None) -> torch.Tensor:
 
 def _upper_triangle(seq_len: int, device=None) -> torch.Tensor:
     return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device))
-
-
-def _inverted(seq_len: int, device=None) -> torch.Tensor:
-    return torch.triu(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device), diagonal=1)
 
 
 def _float_ones(seq_len: int, device=None) -> torch.Tensor:
@@ -76,8 +73,7 @@ CAUSAL_MASK = register(Exercise(
     points=1,
     reference=causal_mask,
     summary="the (seq_len, seq_len) boolean look-ahead mask, True on and below the diagonal",
-    public_cases=lambda gen: _causal_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _causal_cases(gen, hidden=True),
+    **public_and_hidden(_causal_cases),
     mistakes=[
         Mistake("diagonal excluded", _strictly_below,
                 "a position may attend to itself: keep the diagonal (torch.tril(..., diagonal=0)). Without "
@@ -88,7 +84,7 @@ CAUSAL_MASK = register(Exercise(
         Mistake("upper triangle", _upper_triangle,
                 "rows are queries and columns keys: query i sees the PAST, columns 0..i, the lower "
                 "triangle (torch.tril), not the upper one."),
-        Mistake("inverted (True = masked)", _inverted,
+        Mistake("inverted (True = masked)", with_output(causal_mask, inverted),
                 "this is PyTorch's nn.Transformer / TensorFlow convention (True = forbidden). The course's "
                 "mask says True = may attend: invert it."),
         Mistake("float 0/1 instead of bool", _float_ones,
@@ -133,10 +129,6 @@ def _padding_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     return cases
 
 
-def _padding_inverted(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    return (tokens == pad_id)[:, None, None, :]
-
-
 def _padding_2d(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     return tokens != pad_id  # (batch, seq): lines up with (seq_q, seq_k), not with batch
 
@@ -151,6 +143,10 @@ def _padding_of_queries(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 def _padding_float(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
     return (tokens != pad_id).float()[:, None, None, :]
+
+
+def _padding_tensorflow_style(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    return (tokens == pad_id).float()[:, None, None, :]  # TensorFlow tutorial: 1.0 = padding, add mask * -1e9
 
 
 def _padding_pad_is_zero(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
@@ -186,10 +182,9 @@ PADDING_MASK = register(Exercise(
     points=1,
     reference=padding_mask,
     summary="the (batch, 1, 1, seq) boolean padding mask, True at real tokens",
-    public_cases=lambda gen: _padding_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _padding_cases(gen, hidden=True),
+    **public_and_hidden(_padding_cases),
     mistakes=[
-        Mistake("inverted (True at padding)", _padding_inverted,
+        Mistake("inverted (True at padding)", with_output(padding_mask, inverted),
                 "True must mark the REAL tokens (tokens != pad_id), the keys that may be attended to; "
                 "True at padding is nn.MultiheadAttention's key_padding_mask convention."),
         Mistake("shape (batch, seq)", _padding_2d,
@@ -203,6 +198,10 @@ PADDING_MASK = register(Exercise(
                 "not (batch, 1, seq, 1)."),
         Mistake("float instead of bool", _padding_float,
                 "the right pattern, but a float tensor: return the boolean tokens != pad_id as it is."),
+        Mistake("TensorFlow's float mask, 1 = padding", _padding_tensorflow_style,
+                "this is the TensorFlow tutorial's convention: a float mask with 1.0 at PADDING, added to the "
+                "scores as mask * -1e9. This course's mask means the opposite and has another type: a boolean "
+                "tensor, True at the real tokens that may be attended to: (tokens != pad_id)[:, None, None, :]."),
         Mistake("pad id hard-coded as 0", _padding_pad_is_zero,
                 "compare with the argument pad_id, not with 0: some vocabularies put padding elsewhere."),
         Mistake("queries and keys both masked", _padding_both_sides,

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.layers import EncoderLayer, FeedForward, mean_pool
 
 NOTEBOOK = "05_encoder"
@@ -137,8 +138,7 @@ FEED_FORWARD = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=FeedForward,
     summary="FeedForward.forward: linear, activation, dropout, linear (the position-wise FFN)",
-    public_cases=lambda gen: _ffn_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _ffn_cases(gen, hidden=True),
+    **public_and_hidden(_ffn_cases),
     mistakes=[
         Mistake("no activation", _FfnNoActivation,
                 "without the ReLU between them, two linear maps collapse into one linear map: apply "
@@ -311,8 +311,7 @@ ENCODER_LAYER = register(Exercise(
     reference=EncoderLayer,
     summary="EncoderLayer.forward: self-attention and feed-forward sub-layers with residuals and LayerNorm, "
             "post-LN and pre-LN",
-    public_cases=lambda gen: _encoder_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _encoder_cases(gen, hidden=True),
+    **public_and_hidden(_encoder_cases),
     mistakes=[
         Mistake("no residual around attention", _EncNoAttentionResidual,
                 "each sub-layer's output is added to its input (the residual): x + SelfAttention(...)."),
@@ -401,8 +400,7 @@ MEAN_POOL = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=mean_pool,
     summary="average of the encoder's outputs over each sequence's real tokens",
-    public_cases=lambda gen: _pool_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _pool_cases(gen, hidden=True),
+    **public_and_hidden(_pool_cases),
     mistakes=[
         Mistake("padding included", _pool_includes_padding,
                 "x.mean(dim=1) averages the padding too: zero the padded positions with the mask first."),

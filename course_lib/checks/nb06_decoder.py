@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from course_lib.checks.nb05_encoder import random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.layers import DecoderLayer
 from course_lib.masking import causal_mask, decoder_mask, padding_mask
 from course_lib.transformer import shift_right
@@ -184,8 +185,7 @@ DECODER_LAYER = register(Exercise(
     reference=DecoderLayer,
     summary="DecoderLayer.forward: masked self-attention, encoder-decoder attention, feed-forward, with "
             "residuals and LayerNorm (post-LN and pre-LN)",
-    public_cases=lambda gen: _decoder_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _decoder_cases(gen, hidden=True),
+    **public_and_hidden(_decoder_cases),
     mistakes=[
         Mistake("cross-attention with queries from the encoder", _DecQueriesFromEncoder,
                 "in encoder-decoder attention the queries come from the decoder (x) and the keys and values "
@@ -304,8 +304,7 @@ SHIFT_RIGHT = register(Exercise(
     points=1,
     reference=shift_right,
     summary="the decoder input for teacher forcing: <bos> followed by the targets without their last token",
-    public_cases=lambda gen: _shift_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _shift_cases(gen, hidden=True),
+    **public_and_hidden(_shift_cases),
     mistakes=[
         Mistake("drops the first target instead of the last", _shift_drops_first,
                 "keep y1 (the decoder must read it to predict y2) and drop the last column: "

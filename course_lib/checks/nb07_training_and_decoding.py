@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from course_lib.decoding import beam_search_step
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.training import label_smoothed_cross_entropy, transformer_lr
 
 NOTEBOOK = "07_training_and_decoding"
@@ -144,8 +145,7 @@ LABEL_SMOOTHING = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=label_smoothed_cross_entropy,
     summary="the label-smoothed cross-entropy averaged over non-padding positions",
-    public_cases=lambda gen: _loss_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _loss_cases(gen, hidden=True),
+    **public_and_hidden(_loss_cases),
     mistakes=[
         Mistake("log of softmax", _log_of_softmax,
                 "torch.log(torch.softmax(...)) gives log(0) = -inf once a probability underflows: use "
@@ -239,8 +239,7 @@ WARMUP = register(Exercise(
     points=1,
     reference=transformer_lr,
     summary="the paper's warm-up learning-rate schedule",
-    public_cases=lambda gen: _lr_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _lr_cases(gen, hidden=True),
+    **public_and_hidden(_lr_cases),
     atol=1e-10,
     rtol=1e-6,
     mistakes=[
@@ -342,8 +341,7 @@ BEAM_STEP = register(Exercise(
     points=2,
     reference=beam_search_step,
     summary="one step of beam search: the best extensions over all beams",
-    public_cases=lambda gen: _beam_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _beam_cases(gen, hidden=True),
+    **public_and_hidden(_beam_cases),
     mistakes=[
         Mistake("only each beam's best token", _per_beam_best,
                 "a beam can contribute several of the best candidates: take the top-k over all "

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.vit import add_cls_and_positions, patchify
 
 NOTEBOOK = "08_vision_transformer"
@@ -16,8 +17,8 @@ NOTEBOOK = "08_vision_transformer"
 
 def _patchify_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     cases = [
-        Case("a 4x4 grey image holding 0..15, patch_size=2",
-             args=(torch.arange(16.0).reshape(1, 1, 4, 4), 2)),
+        Case("a 4x6 grey image holding 0..23 (a 2x3 grid of patches), patch_size=2",
+             args=(torch.arange(24.0).reshape(1, 1, 4, 6), 2)),
         Case("two RGB images of 4x6 (a 2x3 grid of patches), patch_size=2",
              args=(torch.randn(2, 3, 4, 6, generator=gen), 2)),
         Case("three digit-sized 8x8 images, patch_size=4", args=(torch.rand(3, 1, 8, 8, generator=gen), 4)),
@@ -64,6 +65,19 @@ def _channels_last(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     return _flat(_grid(images, patch_size).permute(0, 2, 4, 3, 5, 1))  # (b, gh, gw, p, p, C)
 
 
+def _grid_split_pixel_first(images: torch.Tensor, patch_size: int) -> torch.Tensor:
+    b, c, h, w = images.shape
+    p = patch_size
+    x = images.reshape(b, c, p, h // p, p, w // p)  # (b, C, p, gh, p, gw): every gh-th row, not a block
+    return _flat(x.permute(0, 3, 5, 1, 2, 4))  # (b, gh, gw, C, p, p)
+
+
+def _grid_axes_last(images: torch.Tensor, patch_size: int) -> torch.Tensor:
+    b, c, h, w = images.shape
+    x = _grid(images, patch_size).permute(0, 1, 3, 5, 2, 4)  # (b, C, p, p, gh, gw): grid axes last
+    return x.reshape(b, (h // patch_size) * (w // patch_size), -1)  # (b, N, C*p*p), rows mixed
+
+
 def _unfold_not_transposed(images: torch.Tensor, patch_size: int) -> torch.Tensor:
     return F.unfold(images, kernel_size=patch_size, stride=patch_size)  # (b, C*p*p, N)
 
@@ -106,8 +120,7 @@ PATCHIFY = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=patchify,
     summary="cut images (batch, C, H, W) into flattened p x p patches (batch, N, C*p*p) in raster order",
-    public_cases=lambda gen: _patchify_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _patchify_cases(gen, hidden=True),
+    **public_and_hidden(_patchify_cases),
     mistakes=[
         Mistake("reshape without permute", _reshape_only,
                 "a plain reshape cuts the image row by row into runs of C*p*p pixels, which are not squares: "
@@ -123,10 +136,17 @@ PATCHIFY = register(Exercise(
                 "flatten each patch channel first, as (C, p, p), the layout of nn.Conv2d's weights; you "
                 "flattened it as (p, p, C) (channels last). With one channel both agree, so the RGB case "
                 "shows it."),
+        Mistake("reshape splits each side as (p, H/p)", _grid_split_pixel_first,
+                "your reshape splits the height as (p, H/p): that picks every (H/p)-th row, not a block of p "
+                "neighbouring rows. Split each side with the grid axis first, (batch, C, H/p, p, W/p, p), then "
+                "permute the two grid axes to the front: (batch, H/p, W/p, C, p, p)."),
+        Mistake("grid axes moved last before the reshape", _grid_axes_last,
+                "after reshape(batch, C, H/p, p, W/p, p), move the two grid axes (H/p, W/p) to the FRONT, "
+                "permute(0, 2, 4, 1, 3, 5), so that each patch's C*p*p pixels are contiguous; with the grid "
+                "axes last, the final reshape mixes pixels of different patches."),
         Mistake("F.unfold without the transpose", _unfold_not_transposed,
                 "one row per patch: F.unfold returns (batch, C*p*p, num_patches), so transpose its last two "
-                "axes; with reshape, split the image as (batch, C, H/p, p, W/p, p) (grid axis before pixel "
-                "axis) and move the two grid axes first."),
+                "axes: F.unfold(...).transpose(1, 2)."),
         Mistake("overlapping patches", _overlapping,
                 "patches do not overlap: step by the patch size (stride = patch_size), not by one pixel."),
         Mistake("height and width grids swapped", _grid_sides_swapped,
@@ -198,6 +218,12 @@ def _first_position_only(patch_tokens: torch.Tensor, cls_token: torch.Tensor,
     return torch.cat([cls, patch_tokens], dim=1) + pos_embedding[:, :1]
 
 
+def _positions_left_out(patch_tokens: torch.Tensor, cls_token: torch.Tensor,
+                        pos_embedding: torch.Tensor) -> torch.Tensor:
+    cls = cls_token.expand(patch_tokens.shape[0], -1, -1)
+    return torch.cat([cls, patch_tokens], dim=1)  # no position information at all
+
+
 def _with_repeat(patch_tokens: torch.Tensor, cls_token: torch.Tensor, pos_embedding: torch.Tensor) -> torch.Tensor:
     cls = cls_token.repeat(patch_tokens.shape[0], 1, 1)
     return torch.cat((cls, patch_tokens), 1) + pos_embedding
@@ -218,8 +244,7 @@ CLS_AND_POSITIONS = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=add_cls_and_positions,
     summary="prepend the learned [CLS] token to every sequence and add the learned position embeddings",
-    public_cases=lambda gen: _cls_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cls_cases(gen, hidden=True),
+    **public_and_hidden(_cls_cases),
     mistakes=[
         Mistake("missing [CLS]", _missing_cls,
                 "prepend the [CLS] token: the output has N + 1 tokens per image, [CLS] first, then the N "
@@ -235,6 +260,10 @@ CLS_AND_POSITIONS = register(Exercise(
         Mistake("[CLS] added to every patch", _cls_added_to_patches,
                 "concatenate [CLS] as a separate token along the sequence axis (dim=1); do not add it to the "
                 "patches."),
+        Mistake("position embeddings left out", _positions_left_out,
+                "add the position embeddings after prepending [CLS]: tokens + pos_embedding. Without them "
+                "self-attention cannot tell where a patch is: shuffling the patches would only shuffle the "
+                "outputs."),
         Mistake("positions multiplied", _positions_multiplied,
                 "position embeddings are added to the tokens, not multiplied."),
         Mistake("only the first position row added", _first_position_only,

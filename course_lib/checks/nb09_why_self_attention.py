@@ -15,6 +15,7 @@ import torch
 
 from course_lib.baselines import layer_flops, max_path_length
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 
 NOTEBOOK = "09_why_self_attention"
 
@@ -129,8 +130,7 @@ MAX_PATH_LENGTH = register(Exercise(
     points=1,
     reference=max_path_length,
     summary="the maximum path length column of the paper's Table 1, in exact numbers of layers",
-    public_cases=lambda gen: _path_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _path_cases(gen, hidden=True),
+    **public_and_hidden(_path_cases),
     mistakes=[
         Mistake("recurrent: n steps", _path_recurrent_n,
                 "from the first to the last of n positions a recurrence takes n - 1 steps, not n."),
@@ -242,8 +242,7 @@ LAYER_FLOPS = register(Exercise(
     points=1,
     reference=layer_flops,
     summary="the complexity-per-layer column of the paper's Table 1, in exact multiply-adds",
-    public_cases=lambda gen: _flops_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _flops_cases(gen, hidden=True),
+    **public_and_hidden(_flops_cases),
     mistakes=[
         Mistake("attention without projections", _flops_no_projections,
                 "a self-attention layer also projects Q, K, V and the output: four (n, d) @ (d, d) products."),

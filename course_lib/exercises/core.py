@@ -26,9 +26,11 @@ never as pickles.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import inspect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +39,8 @@ import torch
 __all__ = [
     "InputModifiedError",
     "NotDifferentiableError",
+    "ForbiddenCallError",
+    "forbid_calls",
     "Case",
     "Mistake",
     "Exercise",
@@ -107,6 +111,10 @@ class Exercise:
             checks make the floating-point inputs require grad, run the case and backpropagate through the
             output (see :func:`run_case`). Catches ``.item()``/``.numpy()``/``torch.tensor(...)`` that cut the
             graph and in-place writes that autograd refuses, which give the right numbers but fail in training.
+        forbidden_calls: dotted names of functions the learner is asked to do without (``"torch.softmax"``
+            in the exercise that writes a softmax): while the learner's code runs they are replaced by a
+            tripwire that raises :class:`ForbiddenCallError` (see :func:`forbid_calls`); the grading command
+            does the same in its kernel.
     """
 
     name: str
@@ -122,6 +130,7 @@ class Exercise:
     summary: str = ""
     grad: bool = False
     differentiable: bool = False
+    forbidden_calls: Sequence[str] = ()
     declared_in: str = field(default="", repr=False)
 
     @property
@@ -196,6 +205,78 @@ class InputModifiedError(Exception):
 
 class NotDifferentiableError(Exception):
     """The output gives the right numbers but gradients cannot flow back through it (see ``differentiable``)."""
+
+
+class ForbiddenCallError(Exception):
+    """The implementation called a function that the exercise asks the learner to write without."""
+
+
+def _owner_and_attribute(dotted: str) -> tuple[Any, str]:
+    """The object holding the last part of ``dotted`` (a module or a class) and that part's name."""
+    parts = dotted.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            owner: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for part in parts[split:-1]:
+            owner = getattr(owner, part)
+        return owner, parts[-1]
+    raise ExerciseDefinitionError(f"forbidden call {dotted!r} is not a dotted name of a module attribute")
+
+
+@contextlib.contextmanager
+def forbid_calls(names: Sequence[str], impl: Any = None) -> Iterator[None]:
+    """Replace the functions ``names`` (``"torch.softmax"``, ``"torch.Tensor.softmax"``) by a tripwire.
+
+    The tripwire raises :class:`ForbiddenCallError` naming the function. Names the learner's function
+    bound to the same objects in its own module (``from torch.nn.functional import softmax``) are replaced
+    too. Everything is restored on exit. This is feedback, not a defence: the learner's code could reach
+    the original in other ways, and the exercise's hint says what is asked.
+    """
+    if not names:
+        yield
+        return
+    undo: list[tuple[Any, str, Any]] = []
+    tripwires: dict[int, _Tripwire] = {}
+    try:
+        for dotted in names:
+            owner, attribute = _owner_and_attribute(dotted)
+            original = getattr(owner, attribute)
+            own = attribute in vars(owner)  # False for a method Tensor inherits from its C base
+            tripwires[id(original)] = wire = _Tripwire(dotted)
+            undo.append((owner, attribute, original if own else _INHERITED))
+            setattr(owner, attribute, wire)
+        target = getattr(impl, "forward", impl) if inspect.isclass(impl) else impl
+        module_globals = getattr(inspect.unwrap(target), "__globals__", None) if callable(target) else None
+        if isinstance(module_globals, dict):
+            for key, value in list(module_globals.items()):
+                if id(value) in tripwires:
+                    undo.append((module_globals, key, value))
+                    module_globals[key] = tripwires[id(value)]
+        yield
+    finally:
+        for owner, attribute, original in reversed(undo):
+            if isinstance(owner, dict):
+                owner[attribute] = original
+            elif original is _INHERITED:
+                delattr(owner, attribute)
+            else:
+                setattr(owner, attribute, original)
+
+
+_INHERITED = object()
+
+
+class _Tripwire:
+    """Stands in for a forbidden function: calling it raises :class:`ForbiddenCallError`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise ForbiddenCallError(f"your code calls {self.name}, which this exercise asks you to write "
+                                 f"yourself (exp, amax and sum are allowed)")
 
 
 def _floating_tensors(value: Any) -> list[torch.Tensor]:
@@ -273,18 +354,20 @@ def _require_grad(value: Any) -> Any:
     return value
 
 
-def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, differentiable: bool = False) -> Any:
+def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, differentiable: bool = False,
+             forbidden: Sequence[str] = ()) -> Any:
     """Call ``impl`` on ``case``: construct it first (and load ``case.state``) when it is a class.
 
     Inputs are copied for every call, and compared with a second copy afterwards: an implementation that
     changed an input raises :class:`InputModifiedError`. Modules are put in eval mode (dropout off) before
     the call. With ``differentiable`` the floating-point inputs require grad and the output is
     backpropagated (a random weighting of its floating tensors); a graph that is cut or broken raises
-    :class:`NotDifferentiableError`.
+    :class:`NotDifferentiableError`. The functions named in ``forbidden`` raise :class:`ForbiddenCallError`
+    while ``impl`` runs (see :func:`forbid_calls`).
     """
     args, kwargs = _clone(tuple(case.args)), _clone(dict(case.kwargs))
     pristine_args, pristine_kwargs = _clone(args), _clone(kwargs)
-    with torch.set_grad_enabled(grad or differentiable):
+    with torch.set_grad_enabled(grad or differentiable), forbid_calls(forbidden, impl):
         if differentiable:
             args, kwargs = _require_grad(args), _require_grad(kwargs)
         if inspect.isclass(impl):

@@ -17,16 +17,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from .core import Case, Exercise, InputModifiedError, NotDifferentiableError, get_exercise, run_case
+from .core import Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "to_plain", "PASSED", "FAILED",
-           "NOT_IMPLEMENTED", "ERROR", "INVALID"]
+           "NOT_IMPLEMENTED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
 NOT_DIFFERENTIABLE_HINT = (
     "stay in torch operations: .item(), .tolist(), .numpy(), float() and torch.tensor(...) cut the graph, "
     "and an in-place write into a tensor autograd still needs (w[mask] = 0 after a softmax) breaks backward; "
     "use torch.where or masked_fill, which return new tensors.")
+FORBIDDEN_CALL_HINT = ("this exercise asks you to build the function from smaller operations: the library "
+                       "function that does it all is switched off while the check runs.")
 _SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", ERROR: "💥", INVALID: "⚠️"}
 
 
@@ -172,7 +174,8 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
                            f"not an instance), got {_describe(impl)}.", cases_total=total)
     for i, case in enumerate(cases):
         try:
-            got = to_plain(run_case(impl, case, grad=exercise.grad, differentiable=exercise.differentiable))
+            got = to_plain(run_case(impl, case, grad=exercise.grad, differentiable=exercise.differentiable,
+                                    forbidden=exercise.forbidden_calls))
         except NotImplementedError:
             return CheckResult(name, NOT_IMPLEMENTED,
                                "replace `raise NotImplementedError()` with your code, then run this cell again.",
@@ -183,6 +186,8 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
                                "argument changes the caller's tensor too.", i, total)
         except NotDifferentiableError as err:
             return CheckResult(name, FAILED, str(err), case.label, NOT_DIFFERENTIABLE_HINT, i, total)
+        except ForbiddenCallError as err:
+            return CheckResult(name, FAILED, str(err), case.label, FORBIDDEN_CALL_HINT, i, total)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
@@ -226,7 +231,7 @@ def check(name: str, impl: Any) -> Callable[..., Any]:
     Example:
         >>> from course_lib.basics import stable_softmax
         >>> fn = check("stable_softmax", stable_softmax)
-        ✅ stable_softmax: passed (7/7 cases)
+        ✅ stable_softmax: passed (8/8 cases)
     """
     result = run_check(name, impl)
     print(result)

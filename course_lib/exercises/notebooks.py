@@ -114,7 +114,8 @@ def _needed_imports(fn: Callable[..., Any], node: ast.FunctionDef) -> list[str]:
     """Import lines for the module-level names that ``fn``'s body uses, so the body runs in a notebook."""
     local: set[str] = {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
     used: list[str] = []
-    for sub in ast.walk(node):
+    body_nodes = [sub for statement in node.body for sub in ast.walk(statement)]  # not the decorators
+    for sub in body_nodes:
         if isinstance(sub, ast.Name):
             if isinstance(sub.ctx, ast.Store):
                 local.add(sub.id)
@@ -135,10 +136,16 @@ def _needed_imports(fn: Callable[..., Any], node: ast.FunctionDef) -> list[str]:
     return lines
 
 
-def solution_source(fn: Callable[..., Any]) -> list[str]:
-    """The lines that replace a stub: needed imports, then the reference body (unindented)."""
+def solution_source(fn: Callable[..., Any], defined: frozenset[str] = frozenset()) -> list[str]:
+    """The lines that replace a stub: needed imports, then the reference body (unindented).
+
+    Names in ``defined`` (the functions the notebook's own exercises define in earlier cells) are not
+    imported: a notebook never imports the reference of its own exercise.
+    """
     body, node = _body_without_docstring(fn)
-    return _needed_imports(fn, node) + body
+    imports = [line for line in _needed_imports(fn, node)
+               if not (line.startswith("from ") and line.rsplit(" import ", 1)[-1] in defined)]
+    return imports + body
 
 
 def _reference_for(exercise: Exercise, qualname: list[str]) -> Callable[..., Any]:
@@ -171,8 +178,16 @@ def _stub_defs(tree: ast.Module) -> Iterator[tuple[list[str], ast.FunctionDef]]:
     yield from visit(tree.body, [])
 
 
+def _own_exercise_names(notebook: str) -> frozenset[str]:
+    """The names of the references of a notebook's exercises (functions and classes it defines itself)."""
+    from .core import registered_exercises
+
+    return frozenset(getattr(ex.reference, "__name__", "") for ex in registered_exercises(notebook))
+
+
 def _solve_source(source: str, exercise: Exercise) -> str:
     tree = ast.parse(source)
+    defined = _own_exercise_names(exercise.notebook)
     lines = source.splitlines()
     stubs = list(_stub_defs(tree))
     if not stubs:
@@ -190,7 +205,7 @@ def _solve_source(source: str, exercise: Exercise) -> str:
             while start - 1 >= node.lineno and lines[start - 1].strip().startswith("#"):
                 start -= 1
         indent = " " * (node.body[-1].col_offset)
-        new = [indent + BEGIN] + [(indent + line) if line.strip() else "" for line in solution_source(ref)]
+        new = [indent + BEGIN] + [(indent + line) if line.strip() else "" for line in solution_source(ref, defined)]
         new.append(indent + END)
         lines[start:node.end_lineno] = new
     return "\n".join(lines)

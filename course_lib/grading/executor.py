@@ -217,6 +217,7 @@ def execute(course: Any, items: list[dict[str, Any]], config: Any, deadline: flo
         manifest = {"stem": item["stem"], "nonce": item["nonce"], "exercise": spec.exercise.name,
                     "target": spec.target, "grad": spec.exercise.grad,
                     "differentiable": spec.exercise.differentiable, "cases": spec.described,
+                    "forbidden": list(spec.exercise.forbidden_calls),
                     "reference": {"module": getattr(spec.exercise.reference, "__module__", ""),
                                   "qualname": getattr(spec.exercise.reference, "__qualname__", "")}}
         item["manifest"] = H.write_inputs(workdir, item["stem"], manifest, spec.arrays)

@@ -304,7 +304,8 @@ def run(manifest_path: str, namespace: Mapping[str, Any]) -> None:
                     case = Case(described["label"], args=tuple(decode_value(described["args"], inputs, True)),
                                 kwargs=decode_value(described["kwargs"], inputs, True), init=init, state=state)
                     out = run_case(impl, case, grad=bool(manifest.get("grad")),
-                                   differentiable=bool(manifest.get("differentiable")))
+                                   differentiable=bool(manifest.get("differentiable")),
+                                   forbidden=tuple(manifest.get("forbidden", ())))
                     entry["output"] = encode_value(out, arrays, strict=False)
                     entry["status"] = "ok"
                 except BaseException as err:  # noqa: BLE001 - the learner's error is data for the grader

@@ -1,0 +1,142 @@
+"""Bad inputs to the public API that gave a cryptic error or none (issue 17): each now gets a clear one.
+
+Every error names the argument and what was expected and given. Also the two documented rules: NaN in
+attention's input is NaN in its output on both of MultiHeadAttention's paths, and an empty batch (batch 0)
+is accepted by every module (an empty result), an empty sequence refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from course_lib import Encoder, MultiHeadAttention, Transformer, padding_mask, scaled_dot_product_attention
+from course_lib.attention import fused_attention
+from course_lib.decoding import beam_search, beam_search_step, greedy_decode
+from course_lib.training import label_smoothed_cross_entropy, transformer_lr
+
+
+def test_float64_query_with_float32_key_is_named() -> None:
+    q, k = torch.randn(2, 3, 4, dtype=torch.float64), torch.randn(2, 5, 4)
+    for fn in (scaled_dot_product_attention, fused_attention):
+        with pytest.raises(TypeError, match=r"same dtype.*query torch.float64, key torch.float32"):
+            fn(q, k, k)
+    mha = MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 8)
+    with pytest.raises(TypeError, match=r"weights' dtype torch.float32.*query torch.float64"):
+        mha(x.double(), x, x)
+
+
+def test_target_beyond_the_classes_is_named() -> None:
+    logits, target = torch.randn(2, 3, 5), torch.tensor([[1, 2, 7], [0, 4, 1]])
+    with pytest.raises(ValueError, match=r"class id 7 at index \[0, 2\], outside the 5 classes"):
+        label_smoothed_cross_entropy(logits, target)
+    with pytest.raises(ValueError, match="class id -3"):
+        label_smoothed_cross_entropy(logits, torch.tensor([[1, 2, -3], [0, 4, 1]]))
+    # the ignored id may lie outside the classes (PyTorch's -100), as in nn.CrossEntropyLoss
+    target = torch.tensor([[1, 2, -100], [0, 4, 1]])
+    ours = label_smoothed_cross_entropy(logits, target, smoothing=0.1, ignore_index=-100)
+    theirs = nn.CrossEntropyLoss(label_smoothing=0.1)(logits.reshape(-1, 5), target.reshape(-1))
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
+
+@pytest.mark.parametrize("beam_size", [0, -1, 7, True, 2.0])
+def test_beam_step_beam_size_outside_the_candidates(beam_size) -> None:
+    scores, log_probs = torch.zeros(2, 2), torch.randn(2, 2, 3).log_softmax(-1)  # 2 beams * 3 tokens = 6
+    with pytest.raises(ValueError, match=r"beam_size must be an int from 1 to beam \* vocab = 6"):
+        beam_search_step(scores, log_probs, beam_size)
+
+
+def test_beam_step_mismatched_shapes_are_named() -> None:
+    with pytest.raises(ValueError, match=r"got scores \(2, 3\) and log_probs \(2, 2, 5\)"):
+        beam_search_step(torch.zeros(2, 3), torch.randn(2, 2, 5), 2)
+    with pytest.raises(ValueError, match="scores must have shape"):
+        beam_search_step(torch.zeros(2), torch.randn(2, 1, 5), 2)
+
+
+@pytest.mark.parametrize("bad", [0, -2])
+def test_beam_search_refuses_beam_size_below_one(bad: int) -> None:
+    model = Transformer(7, 7, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16)
+    with pytest.raises(ValueError, match="beam_size must be an int >= 1"):
+        beam_search(model, torch.tensor([[3, 4]]), beam_size=bad, max_len=3)
+
+
+def test_transformer_lr_refuses_negative_steps_and_reads_zero_as_one() -> None:
+    with pytest.raises(ValueError, match="step must be >= 0.*got -5"):
+        transformer_lr(-5, d_model=512)
+    assert transformer_lr(0, 512, 4000) == transformer_lr(1, 512, 4000) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+
+
+def test_nan_query_gives_nan_on_both_paths_of_multi_head_attention() -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 3, 8)
+    q = x.clone()
+    q[0, 1, 0] = float("nan")
+    fused, _ = mha(q, x, x)
+    formula, _ = mha(q, x, x, need_weights=True)
+    assert torch.equal(fused.isnan(), formula.isnan())
+    assert fused[0, 1].isnan().all() and not fused[1].isnan().any()  # only that query's row
+    torch.testing.assert_close(fused.nan_to_num(7.0), formula.nan_to_num(7.0))
+    # finite input still takes PyTorch's fused kernel and agrees with the formula
+    torch.testing.assert_close(mha(x, x, x)[0], mha(x, x, x, need_weights=True)[0])
+
+
+def test_two_d_mask_when_batch_equals_seq_is_refused_unless_unambiguous() -> None:
+    """One rule: a 2-D mask is (seq_q, seq_k); a (batch, seq_k) padding mask has that shape when batch == seq_q."""
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(4, 4, 8)
+    tokens = torch.tensor([[5, 6, 0, 0], [5, 6, 7, 0], [5, 0, 0, 0], [5, 6, 7, 8]])
+    with pytest.raises(ValueError, match=r"ambiguous.*batch == seq_q == 4.*\(batch, 1, 1, seq_k\)"):
+        mha(x, x, x, mask=tokens != 0)
+    with pytest.raises(ValueError, match="ambiguous"):
+        scaled_dot_product_attention(x, x, x, mask=tokens != 0)
+    # the unambiguous forms pass: 4-D padding, a causal 2-D mask, an all-True 2-D mask, and any 2-D mask
+    # when batch != seq_q
+    mha(x, x, x, mask=padding_mask(tokens, 0))
+    causal = torch.tril(torch.ones(4, 4, dtype=torch.bool))
+    torch.testing.assert_close(mha(x, x, x, mask=causal)[0], mha(x, x, x, mask=causal[None, None])[0])
+    mha(x, x, x, mask=torch.ones(4, 4, dtype=torch.bool))
+    mha(x[:3], x[:3], x[:3], mask=tokens[:, :4] != 0)  # batch 3, seq 4: a (seq_q, seq_k) mask, no doubt
+
+
+def test_batch_zero_is_accepted_everywhere() -> None:
+    """The one rule for batch 0: every module returns an empty result; an empty sequence is refused."""
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.zeros(0, 3, 8)
+    assert mha(x, x, x)[0].shape == (0, 3, 8) and mha(x, x, x, need_weights=True)[1].shape == (0, 2, 3, 3)
+    assert Encoder(1, 8, 2, 16).eval()(x).shape == (0, 3, 8)
+    model = Transformer(7, 7, d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=16).eval()
+    src, tgt = torch.zeros(0, 5, dtype=torch.long), torch.zeros(0, 4, dtype=torch.long)
+    assert model(src, tgt).shape == (0, 4, 7)
+    assert model.encode(src).shape == (0, 5, 8)
+    assert greedy_decode(model, src, max_len=3).shape == (0, 0)
+    out, scores = beam_search(model, src, beam_size=2, max_len=3, return_scores=True)
+    assert out.shape == (0, 0) and scores.shape == (0,)
+    assert label_smoothed_cross_entropy(torch.zeros(0, 4, 7), torch.zeros(0, 4, dtype=torch.long)) == 0
+    with pytest.raises(ValueError, match="length 0"):
+        model(torch.zeros(2, 0, dtype=torch.long), tgt[:2])
+    with pytest.raises(ValueError, match="length 0"):
+        greedy_decode(model, torch.zeros(2, 0, dtype=torch.long))
+
+
+def test_mixed_precision_inputs_are_accepted_under_autocast() -> None:
+    """Under autocast the activations are bfloat16 while the weights stay float32: not a dtype mistake."""
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = mha(x.bfloat16(), x.bfloat16(), x.bfloat16())
+    assert out.dtype == torch.bfloat16
+    with pytest.raises(TypeError, match="same dtype"), torch.autocast("cpu", dtype=torch.bfloat16):
+        mha(x.bfloat16(), x, x)
+
+
+def test_causal_mask_with_a_cache_offset_is_unambiguous() -> None:
+    """A key/value cache's chunk mask (query i sees keys 0..i + offset) is causal, whatever the batch."""
+    q, k = torch.randn(2, 2, 4), torch.randn(2, 5, 4)
+    chunk = torch.tril(torch.ones(2, 5, dtype=torch.bool), diagonal=3)
+    out, weights = scaled_dot_product_attention(q, k, k, mask=chunk)
+    assert torch.equal(weights == 0, ~chunk.expand(2, 2, 5))
+    with pytest.raises(ValueError, match="ambiguous"):
+        scaled_dot_product_attention(q, k, k, mask=torch.tensor([[True, True, False, True, False]] * 2))
