@@ -173,6 +173,21 @@ def _news_popup(page) -> bool:
 
 
 @pytest.mark.slow
+def test_the_shipped_settings_are_in_effect(lab) -> None:
+    """JupyterLab reads the course's overrides: news and update checks are off (no pop-up, no network)."""
+    url = f"{lab['url']}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={lab['token']}"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        reply = json.load(response)
+    # Overrides become the schema's defaults; the (empty) user settings would win over them.
+    defaults = {k: v.get("default") for k, v in reply["schema"]["properties"].items()}
+    composite = {**defaults, **reply["settings"]}
+    shipped = json.loads((SHIPPED_SETTINGS / "overrides.d" / "transformer-course.json").read_text())
+    assert shipped["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false",
+                                                                       "checkForUpdates": False}
+    assert composite["fetchNews"] == "false" and composite["checkForUpdates"] is False, composite
+
+
+@pytest.mark.slow
 def test_every_notebook_runs_in_jupyterlab_and_a_typed_solution_passes(lab) -> None:
     problems: list[str] = []
     times: dict[str, list[dict]] = {}
@@ -180,10 +195,10 @@ def test_every_notebook_runs_in_jupyterlab_and_a_typed_solution_passes(lab) -> N
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         for path in LAB_NOTEBOOKS:
             _open(page, lab, path.name)
-            if _news_popup(page):
-                problems.append(f"{path.name}: the Jupyter news pop-up is shown")
             _run(page, "notebook:run-all-cells")
             cells = _wait_until_done(page, RUN_TIMEOUT_S)
+            if _news_popup(page):  # after the run: JupyterLab asks a while after it opens
+                problems.append(f"{path.name}: the Jupyter news pop-up is shown")
             screenshot(page, f"lab-{path.stem}")
             checks = []
             for i, cell in enumerate(cells):
