@@ -12,6 +12,8 @@ BIN := $(VENV)/bin
 # JupyterLab refuses to run as root unless told; containers and CI machines often are root.
 LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 STAMP := $(VENV)/.course-installed
+# JupyterLab settings shipped with the course (jupyter/README.md), installed into the environment.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/transformer-course.json
 
 .PHONY: lab test test-fast env solutions release clean-env site
 
@@ -25,7 +27,11 @@ $(STAMP): requirements.txt pyproject.toml
 
 env: $(STAMP)
 
-lab: $(STAMP)
+$(LAB_SETTINGS): jupyter/lab/settings/overrides.d/transformer-course.json $(STAMP)
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+lab: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(LAB_ARGS)
 
 test: $(STAMP)

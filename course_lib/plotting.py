@@ -41,7 +41,11 @@ def plot_attention(
         >>> w = torch.softmax(torch.randn(3, 4), dim=-1)
         >>> ax = plot_attention(w, ["a", "b", "c", "d"], ["x", "y", "z"], title="one head")
     """
-    w = torch.as_tensor(weights).detach().to("cpu", torch.float32).squeeze()
+    w = torch.as_tensor(weights).detach().to("cpu", torch.float32)
+    if w.squeeze().dim() == 2:
+        w = w.squeeze()
+    while w.dim() > 2 and w.shape[0] == 1:  # a single query (or key) row stays a (1, seq_k) matrix
+        w = w[0]
     if w.dim() != 2:
         raise ValueError(f"plot_attention: weights must be (seq_q, seq_k) after squeezing, "
                          f"got shape {tuple(torch.as_tensor(weights).shape)}")
@@ -52,6 +56,13 @@ def plot_attention(
                              f"{tuple(w.shape)}, got {len(labels)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(0.45 * seq_k + 1.5, 0.45 * seq_q + 1.0))
+    if w.numel() == 0:  # e.g. an untrained model's empty translation: nothing to draw, say so
+        ax.text(0.5, 0.5, f"no weights to show: shape {tuple(w.shape)}", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        if title:
+            ax.set_title(title)
+        return ax
     image = ax.imshow(w.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     long_labels = x_labels is not None and max((len(str(label)) for label in x_labels), default=0) > 3
     ax.set_xticks(range(seq_k), [str(s) for s in x_labels] if x_labels is not None else range(seq_k),

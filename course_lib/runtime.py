@@ -6,6 +6,11 @@ Every notebook starts with::
     device = get_device()   # cuda, then mps, then cpu: chosen here once, never hard-coded
     set_seed(0)
 
+On the CPU, :func:`get_device` also sets PyTorch's number of threads, once (see :func:`configure_threads`):
+one thread by default, because the course's models are small, and on a 2-core machine shared with other
+work two threads fighting over small matrices made a training step 17-21x slower than one thread
+(``benchmarks/results/threads.md``). ``COURSE_THREADS=2`` (or ``all``) in the environment overrides it.
+
 ``SMOKE`` is True only when the environment variable ``COURSE_SMOKE=1`` is set. The test suite sets it
 when it executes notebooks a second and third time (student and solved versions) to test the exercise
 mechanism; it shrinks training loops through :func:`steps`. The nbval run and every learner see the full
@@ -20,13 +25,47 @@ import random
 import numpy as np
 import torch
 
-__all__ = ["get_device", "set_seed", "SMOKE", "steps"]
+__all__ = ["get_device", "set_seed", "SMOKE", "steps", "configure_threads", "DEFAULT_THREADS"]
 
 SMOKE: bool = os.environ.get("COURSE_SMOKE", "") == "1"
+DEFAULT_THREADS = 1
+_threads_configured = False
+
+
+def configure_threads(threads: int | str | None = None) -> int:
+    """Set the number of threads PyTorch uses on the CPU; return it.
+
+    Args:
+        threads: a positive number, or ``"all"`` (one per logical CPU). ``None`` reads the environment
+            variable ``COURSE_THREADS`` and falls back to :data:`DEFAULT_THREADS` (1).
+
+    The default is one thread: for the notebooks' small models a step with two threads was 17x (ViT of
+    notebook 08) and 21x (notebook 02's toy model) slower than with one on a busy 2-core machine (measured
+    with ``benchmarks/bench_threads.py``), and one thread also gives the same numbers on any number of cores.
+    Large models on an idle machine gain from more: set ``COURSE_THREADS=all``.
+
+    Example:
+        >>> configure_threads(1)
+        1
+    """
+    chosen = threads if threads is not None else os.environ.get("COURSE_THREADS") or DEFAULT_THREADS
+    count = os.cpu_count() or 1
+    if chosen == "all":
+        value = count
+    else:
+        try:
+            value = int(chosen)
+        except (TypeError, ValueError):
+            value = 0
+        if value < 1:
+            raise ValueError(f"configure_threads: threads (or COURSE_THREADS) must be a number >= 1 or 'all', "
+                             f"got {chosen!r}")
+    torch.set_num_threads(value)
+    return value
 
 
 def get_device(prefer: str | None = None) -> torch.device:
-    """Return the best available device: CUDA, then Apple MPS, then CPU.
+    """Return the best available device: CUDA, then Apple MPS, then CPU (threads set on first use, see above).
 
     Args:
         prefer: force a device by name (``"cpu"``, ``"cuda"``, ``"mps"``); the environment variable
@@ -38,13 +77,18 @@ def get_device(prefer: str | None = None) -> torch.device:
     """
     name = prefer or os.environ.get("COURSE_DEVICE")
     if name:
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+        device = torch.device(name)
+    elif torch.cuda.is_available():
+        device = torch.device("cuda")
+    elif getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        device = torch.device("mps")
+    else:
+        device = torch.device("cpu")
+    global _threads_configured
+    if device.type == "cpu" and not _threads_configured:  # once: a later torch.set_num_threads(n) stays
+        configure_threads()
+        _threads_configured = True
+    return device
 
 
 def set_seed(seed: int = 0) -> None:

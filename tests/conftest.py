@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+import course_lib.checks  # noqa: F401  (adds the course's exercise package: get_exercise finds exercises in it)
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 

@@ -23,13 +23,16 @@ def load(path: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def run_smoke(nb: nbformat.NotebookNode, cwd: Path) -> nbformat.NotebookNode:
-    """Execute ``nb`` from folder ``cwd`` with COURSE_SMOKE=1 (training loops shortened)."""
+def run_smoke(nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = False) -> nbformat.NotebookNode:
+    """Execute ``nb`` from folder ``cwd`` with COURSE_SMOKE=1 (training loops shortened).
+
+    With ``allow_errors`` every cell runs even after one fails (the errors stay in the outputs).
+    """
     saved = {k: os.environ.get(k) for k in ("COURSE_SMOKE", "MPLBACKEND")}
     os.environ["COURSE_SMOKE"] = "1"
     os.environ["MPLBACKEND"] = "Agg"
     try:
-        return execute_notebook(nb, cwd=cwd, timeout=900)
+        return execute_notebook(nb, cwd=cwd, timeout=900, allow_errors=allow_errors)
     finally:
         for key, value in saved.items():
             if value is None:

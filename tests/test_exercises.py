@@ -5,28 +5,82 @@ Also the mechanism itself: verdicts for stubs and bad input, and declaration err
 
 from __future__ import annotations
 
+import importlib
+import os
+import subprocess
+import sys
+
+import nbformat
 import pytest
 import torch
+from conftest import ROOT
 from nbtools import agrees
 
+import course_lib.checks  # noqa: F401  (adds the course's exercise package)
 from course_lib.exercises import (
     Case,
     Exercise,
     ExerciseDefinitionError,
     Mistake,
+    check,
+    get_exercise,
     register,
     registered_exercises,
     run_check,
+    validate_exercise,
 )
 
 EXERCISES = registered_exercises()
 IDS = [ex.name for ex in EXERCISES]
 
 
+def _assignment_exercises() -> list[Exercise]:
+    """The exercises of every assignment notebook (its checks module sits beside it, named in its metadata)."""
+    found = []
+    for path in sorted((ROOT / "assignments").glob("*/*.ipynb")):
+        meta = nbformat.read(path, as_version=4).metadata.get("course", {})
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))
+        importlib.import_module(meta["checks"])
+        found += [ex for ex in registered_exercises(meta["notebook"])]
+    return found
 
 
 def test_every_notebook_exercise_is_registered() -> None:
     assert "stable_softmax" in IDS
+
+
+@pytest.mark.parametrize("ex", EXERCISES + _assignment_exercises(),
+                         ids=lambda ex: ex.name)
+def test_declaration_is_valid(ex: Exercise) -> None:
+    """Every case is plain data and the reference accepts it (moved here from import time: see register)."""
+    validate_exercise(ex, seeds=(0, 1, 12345))
+
+
+def test_first_check_imports_only_its_notebooks_checks() -> None:
+    """A fresh interpreter's first check imports the one module that declares the exercise, and no other."""
+    code = ("import sys\nfrom course_lib.checks import check\nfrom course_lib.layers import mean_pool\n"
+            "check('mean_pool')\n"
+            "print(sorted(m for m in sys.modules if m.startswith('course_lib.checks.')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "mean_pool: passed" in proc.stdout
+    assert proc.stdout.strip().splitlines()[-1] == "['course_lib.checks.nb05_encoder']"
+
+
+def test_check_finds_the_name_where_it_is_called() -> None:
+    from course_lib.basics import stable_softmax  # noqa: F401  (what the exercise cell would define)
+
+    assert check("stable_softmax") is stable_softmax
+
+
+def test_check_of_a_missing_name_is_a_verdict_and_gives_the_reference(capsys) -> None:
+    """A syntax error or a typo leaves the exercise undefined: the check says so and does not raise."""
+    got = check("patchify")  # no `patchify` here: as after an exercise cell that stopped with an error
+    out = capsys.readouterr().out
+    assert "patchify: not defined" in out and "did the cell above run without error?" in out
+    assert got is get_exercise("patchify").reference
 
 
 @pytest.mark.parametrize("ex", EXERCISES, ids=IDS)
@@ -234,12 +288,22 @@ def test_declaration_without_reference_fails() -> None:
 
 def test_declaration_with_case_the_reference_rejects_fails() -> None:
     with pytest.raises(ExerciseDefinitionError, match="rejects it"):
-        register(_decl(reference=lambda x: x @ torch.ones(5, 5)))
+        validate_exercise(_decl(reference=lambda x: x @ torch.ones(5, 5)))
 
 
 def test_declaration_with_non_plain_case_fails() -> None:
     with pytest.raises(ExerciseDefinitionError, match="object"):
-        register(_decl(public_cases=[Case("obj", args=(object(),))]))
+        validate_exercise(_decl(public_cases=[Case("obj", args=(object(),))]))
+
+
+def test_declaration_without_cases_fails() -> None:
+    with pytest.raises(ExerciseDefinitionError, match="no hidden cases"):
+        validate_exercise(_decl(hidden_cases=lambda gen: []))
+
+
+def test_registering_names_the_declaring_module() -> None:
+    ex = register(_decl(name="decl_module_test"))
+    assert ex.declared_in == __name__
 
 
 def test_declaration_with_duplicate_name_from_elsewhere_fails() -> None:

@@ -1,16 +1,20 @@
 """The student and solved versions of every notebook.
 
-- the committed (student) version runs to the end, and every check cell says "not implemented yet";
-- the solved version (stubs filled from course_lib by ``solve``) runs, and every check cell says "passed";
+- the committed (student) version runs to the end, and every check cell says "not implemented yet": that
+  run is ``tests/test_browser_lab.py``'s, in JupyterLab itself (one execution of each notebook fewer);
+- the solved version (stubs filled from course_lib by ``solve``) runs, every check cell says "passed", and no
+  cell prints a warning or anything on stderr;
 - every exercise a notebook's checks module declares has its exercise cell and its check cell;
-- ``unsolve(solve(nb))`` gives the committed notebook back (nbgrader's markers round-trip).
+- ``unsolve(solve(nb))`` gives the committed notebook back (nbgrader's markers round-trip);
+- an exercise cell that stops with a syntax error, or defines a misspelt name, breaks no later cell.
 
-The two executions use COURSE_SMOKE=1 (short training loops); nbval executes every notebook in full.
+The executions use COURSE_SMOKE=1 (short training loops); nbval executes every notebook in full.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 
 import nbformat
 import pytest
@@ -60,22 +64,66 @@ def test_solve_then_unsolve_round_trips(path) -> None:
     assert [c.source for c in back.cells] == [c.source for c in nb.cells]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_student_version_runs_with_every_check_not_implemented(path) -> None:
-    nb = load(path)
-    names = [name for _, _, name in exercise_cells(nb)]
-    executed = run_smoke(copy.deepcopy(nb), path.parent)
-    _assert_all(check_statuses(executed), "not implemented yet", names)
+def warnings_printed(nb: nbformat.NotebookNode) -> list[str]:
+    """Every stderr output and every output whose text reads like a warning, as ``"cell N: text"``."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = out.get("text", "") if out.get("output_type") == "stream" else "".join(
+                str(v) for k, v in out.get("data", {}).items() if k.startswith("text/"))
+            if out.get("name") == "stderr" or WARNING.search(text):
+                found.append(f"cell {i}: {text.strip()[:300]}")
+    return found
+
+
+WARNING = re.compile(r"\b[A-Z]\w*Warning\b|^\s*(?i:warn(ing)?)\b", re.MULTILINE)  # TqdmWarning, "WARNING: x"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_solved_version_passes_every_check(path) -> None:
+    """Every check passes, and no cell prints a warning or anything on stderr (tqdm's bars are widgets)."""
     nb = load(path)
     names = [name for _, _, name in exercise_cells(nb)]
     executed = run_smoke(solve(nb), path.parent)
     _assert_all(check_statuses(executed), "passed", names)
+    assert not warnings_printed(executed), "\n".join(warnings_printed(executed))
+
+
+def test_warnings_are_found() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x", outputs=[
+        nbformat.v4.new_output("stream", name="stderr", text="  0%|          | 0/10"),
+        nbformat.v4.new_output("stream", name="stdout", text="TqdmWarning: IProgress not found"),
+        nbformat.v4.new_output("stream", name="stdout", text="step 3\nwarning: lr too high")])]
+    assert len(warnings_printed(nb)) == 3
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="a warning sign: loss 0.25")]
+    assert warnings_printed(nb) == []
+
+
+@pytest.mark.slow
+def test_a_broken_exercise_cell_breaks_no_later_cell(root) -> None:
+    """A syntax error in one exercise cell, a typo in the next one's name: the checks say so, the rest runs.
+
+    Only the broken cell itself shows an error; each check names what happened and returns the reference,
+    so every later cell (which uses what the check returned) runs as usual.
+    """
+    path = root / "notebooks" / "04_masking.ipynb"
+    nb = load(path)
+    cells = {name: cell for _, cell, name in exercise_cells(nb)}
+    cells["padding_mask"].source = cells["padding_mask"].source.replace(
+        "raise NotImplementedError()", "return (tokens != pad_id)[:, None, None, :]  # a stray bracket ]")
+    cells["padding_mask"].source += "\n    )"  # a syntax error: the cell defines nothing
+    cells["causal_mask"].source = cells["causal_mask"].source.replace("def causal_mask(", "def casual_mask(")
+    executed = run_smoke(nb, path.parent, allow_errors=True)
+    errors = [i for i, cell in enumerate(executed.cells) if cell.cell_type == "code"
+              and any(o.get("output_type") == "error" for o in cell.get("outputs", []))]
+    broken = [i for i, _, name in exercise_cells(executed) if name == "padding_mask"]
+    assert errors == broken, f"cells with an error: {errors}; only the broken exercise cell {broken} may have one"
+    statuses = check_statuses(executed)
+    assert statuses == {"padding_mask": "error", "causal_mask": "not defined"}, statuses
+    text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+    assert "stopped with SyntaxError" in text and "`causal_mask` is not defined" in text
 
 
 @pytest.mark.slow

@@ -11,10 +11,12 @@ from .core import (
     InputModifiedError,
     Mistake,
     NotDifferentiableError,
+    add_exercise_package,
     get_exercise,
     register,
     registered_exercises,
     run_case,
+    validate_exercise,
 )
 from .feedback import CheckResult, check, compare_outputs, run_check, to_plain
 
@@ -29,6 +31,8 @@ __all__ = [
     "register",
     "registered_exercises",
     "run_case",
+    "validate_exercise",
+    "add_exercise_package",
     "CheckResult",
     "check",
     "compare_outputs",

@@ -30,6 +30,9 @@ import contextlib
 import importlib
 import inspect
 import math
+import pkgutil
+import re
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +49,8 @@ __all__ = [
     "Exercise",
     "ExerciseDefinitionError",
     "register",
+    "validate_exercise",
+    "add_exercise_package",
     "get_exercise",
     "registered_exercises",
     "run_case",
@@ -398,11 +403,12 @@ def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, different
 
 
 def register(exercise: Exercise) -> Exercise:
-    """Check an exercise's declaration and add it to the registry; returns it.
+    """Add an exercise to the registry after the cheap checks of its declaration; returns it.
 
-    Raises :class:`ExerciseDefinitionError` at once for a missing or non-callable reference, a name
-    already used by another module, non-positive points, cases that are not plain data, or a case the
-    reference itself rejects.
+    Raises :class:`ExerciseDefinitionError` at once for a name that is not an identifier or is already used
+    by another module, a missing or non-callable reference, or non-positive points. Registering is cheap on
+    purpose (a notebook's first check imports the declaring module): running the reference on every case
+    is :func:`validate_exercise`'s work, which the tests do for every registered exercise.
     """
     name = exercise.name
     if not isinstance(name, str) or not name.isidentifier():
@@ -414,8 +420,7 @@ def register(exercise: Exercise) -> Exercise:
     if not (isinstance(exercise.points, (int, float)) and exercise.points > 0):
         raise ExerciseDefinitionError(f"exercise {name!r}: points must be > 0, got {exercise.points!r}")
     if not exercise.declared_in:
-        caller = inspect.stack()[1].frame.f_globals.get("__name__", "")
-        exercise.declared_in = caller
+        exercise.declared_in = sys._getframe(1).f_globals.get("__name__", "")  # the declaring module
     previous = _REGISTRY.get(name)
     if previous is not None and previous.declared_in == exercise.declared_in and (
             getattr(previous.reference, "__qualname__", None) != getattr(exercise.reference, "__qualname__", None)
@@ -425,42 +430,93 @@ def register(exercise: Exercise) -> Exercise:
         raise ExerciseDefinitionError(
             f"exercise name {name!r} is used twice: in {previous.declared_in} and in {exercise.declared_in}"
         )
-    for which in ("public", "hidden"):
-        cases = exercise.cases(which, seed=0)
-        if not cases:
-            raise ExerciseDefinitionError(f"exercise {name!r}: no {which} cases")
-        for case in cases:
-            where = f"exercise {name!r}, {which} case {case.label!r}"
-            validate_plain(tuple(case.args), f"{where} args")
-            validate_plain(dict(case.kwargs), f"{where} kwargs")
-            validate_plain(None if case.init is None else dict(case.init), f"{where} init")
-            validate_plain(None if case.state is None else dict(case.state), f"{where} state")
-            try:
-                run_case(exercise.reference, case, grad=exercise.grad)
-            except Exception as err:  # noqa: BLE001 - reported as a declaration error
-                raise ExerciseDefinitionError(
-                    f"{where}: the reference rejects it ({type(err).__name__}: {err})"
-                ) from err
     _REGISTRY[name] = exercise
     return exercise
 
 
-def _import_course_checks() -> None:
-    """Import every module of ``course_lib.checks`` so that the course's exercises are registered."""
-    import importlib
-    import pkgutil
+def validate_exercise(exercise: Exercise, seeds: Sequence[int] = (0,)) -> None:
+    """Raise :class:`ExerciseDefinitionError` unless every case is plain data that the reference accepts.
 
-    import course_lib.checks as checks_pkg
+    Runs the reference on every public and hidden case generated with each of ``seeds``, as the checks and
+    the grading command will. The tests call it for every registered exercise (``tests/test_exercises.py``);
+    it is not run at import, so that a notebook's first check stays fast.
+    """
+    name = exercise.name
+    for seed in seeds:
+        for which in ("public", "hidden"):
+            cases = exercise.cases(which, seed=seed)
+            if not cases:
+                raise ExerciseDefinitionError(f"exercise {name!r}: no {which} cases")
+            for case in cases:
+                where = f"exercise {name!r}, {which} case {case.label!r} (seed {seed})"
+                validate_plain(tuple(case.args), f"{where} args")
+                validate_plain(dict(case.kwargs), f"{where} kwargs")
+                validate_plain(None if case.init is None else dict(case.init), f"{where} init")
+                validate_plain(None if case.state is None else dict(case.state), f"{where} state")
+                try:
+                    run_case(exercise.reference, case, grad=exercise.grad)
+                except Exception as err:  # noqa: BLE001 - reported as a declaration error
+                    raise ExerciseDefinitionError(
+                        f"{where}: the reference rejects it ({type(err).__name__}: {err})"
+                    ) from err
 
-    for info in pkgutil.iter_modules(checks_pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{checks_pkg.__name__}.{info.name}")
+
+# Packages whose modules declare exercises (the course's ``course_lib.checks`` adds itself when imported).
+# The mechanism knows no package by name: it runs the exercises it is given and depends on none of them.
+_PACKAGES: list[str] = []
+
+
+def add_exercise_package(package: str) -> None:
+    """Let :func:`get_exercise` find exercises declared in the modules of ``package`` (a package's name).
+
+    A package adds itself in its ``__init__.py``: ``add_exercise_package(__name__)``. Looking an exercise
+    up imports only the module whose source names it (one notebook's checks), not the whole package.
+    """
+    if package not in _PACKAGES:
+        _PACKAGES.append(package)
+
+
+def _package_modules(package: str) -> list[tuple[str, str]]:
+    """``(module name, source text)`` of every public module of ``package`` (text empty when unreadable)."""
+    pkg = importlib.import_module(package)
+    found = []
+    for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
+        if info.name.startswith("_"):
+            continue
+        folder = getattr(info.module_finder, "path", None)
+        try:
+            text = open(f"{folder}/{info.name}.py", encoding="utf-8").read() if folder else ""
+        except OSError:
+            text = ""
+        found.append((f"{package}.{info.name}", text))
+    return found
+
+
+def _import_declaring(name: str | None) -> None:
+    """Import the package modules that declare exercise ``name`` (every module when ``name`` is None).
+
+    A module whose source holds the name as a string literal (``name="stable_softmax"``) is imported first;
+    the others only if that did not register the exercise (a name built at run time, say).
+    """
+    modules = [m for package in _PACKAGES for m in _package_modules(package)]
+    if name is not None:
+        literal = re.compile(rf"""(["']){re.escape(name)}\1""")
+        for module, text in modules:
+            if literal.search(text):
+                importlib.import_module(module)
+        if name in _REGISTRY:
+            return
+    for module, _ in modules:
+        importlib.import_module(module)
 
 
 def get_exercise(name: str) -> Exercise:
-    """The registered exercise called ``name`` (the course's own checks are imported on first use)."""
+    """The registered exercise called ``name``; the module that declares it is imported on first use.
+
+    Searched: the exercises registered so far, then the packages given to :func:`add_exercise_package`.
+    """
     if name not in _REGISTRY:
-        _import_course_checks()
+        _import_declaring(name)
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -469,6 +525,6 @@ def get_exercise(name: str) -> Exercise:
 
 
 def registered_exercises(notebook: str | None = None) -> list[Exercise]:
-    """All registered exercises (the course's own included), optionally only those of one notebook."""
-    _import_course_checks()
+    """All registered exercises (every module of the exercise packages imported), or those of one notebook."""
+    _import_declaring(None)
     return [ex for ex in _REGISTRY.values() if notebook is None or ex.notebook == notebook]

@@ -40,7 +40,7 @@ def execute_notebook(nb: nbformat.NotebookNode, cwd: str | Path, timeout: int = 
 
 
 _STATUS = re.compile(r"^\S*\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*): (?P<status>passed|failed|not implemented yet|"
-                     r"error|invalid)\b", re.MULTILINE)
+                     r"not defined|error|invalid)\b", re.MULTILINE)
 
 
 def check_statuses(nb: nbformat.NotebookNode) -> dict[str, str]:

@@ -9,8 +9,11 @@ implementation when it passed, the course's reference otherwise).
 from __future__ import annotations
 
 import inspect
+import re
+import sys
 import traceback
-from collections.abc import Callable
+from collections import ChainMap
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,16 +23,17 @@ import torch
 from .core import Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "to_plain", "PASSED", "FAILED",
-           "NOT_IMPLEMENTED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT"]
+           "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
+NOT_DEFINED = "not defined"
 NOT_DIFFERENTIABLE_HINT = (
     "stay in torch operations: .item(), .tolist(), .numpy(), float() and torch.tensor(...) cut the graph, "
     "and an in-place write into a tensor autograd still needs (w[mask] = 0 after a softmax) breaks backward; "
     "use torch.where or masked_fill, which return new tensors.")
 FORBIDDEN_CALL_HINT = ("this exercise asks you to build the function from smaller operations: the library "
                        "function that does it all is switched off while the check runs.")
-_SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", ERROR: "💥", INVALID: "⚠️"}
+_SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", NOT_DEFINED: "❓", ERROR: "💥", INVALID: "⚠️"}
 
 
 def to_plain(value: Any) -> Any:
@@ -222,20 +226,79 @@ def _dtype_kinds(value: Any) -> list[str]:
     return [value.dtype.kind] if isinstance(value, np.ndarray) else [type(value).__name__]
 
 
-def check(name: str, impl: Any) -> Callable[..., Any]:
+_FROM_NOTEBOOK: Any = object()  # check(name) without an implementation: look it up where check was called
+
+
+def _failed_cell_defining(target: str) -> BaseException | None:
+    """The error of the last cell IPython ran, when that cell defines ``target`` (the exercise cell); else None.
+
+    A cell that stops with an error (a syntax error stops it before its first line) leaves the name as it
+    was: undefined, or an older definition from an earlier run. Outside IPython there is no such cell.
+    """
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    last = getattr(shell, "last_execution_result", None)
+    if last is None or last.success:
+        return None
+    source = getattr(getattr(last, "info", None), "raw_cell", "") or ""
+    if not re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(target)}\b", source, re.MULTILINE):
+        return None
+    return last.error_before_exec or last.error_in_exec
+
+
+def _describe_error(err: BaseException) -> str:
+    if isinstance(err, SyntaxError):
+        where = f" on line {err.lineno}" if err.lineno else ""
+        text = f": {err.text.strip()}" if err.text and err.text.strip() else ""
+        return f"{type(err).__name__}{where} ({err.msg}){text}"
+    return f"{type(err).__name__}: {err}"
+
+
+def _from_notebook(name: str, exercise: Exercise, namespace: Mapping[str, Any]) -> tuple[Any, CheckResult | None]:
+    """The learner's implementation of ``exercise`` in ``namespace`` (the notebook's variables), or a verdict.
+
+    The name looked up is the reference's (``stable_softmax``, ``MultiHeadAttention``): the exercise cell
+    defines the same name. A verdict comes back instead when the name is missing or the cell that defines it
+    failed the last time it ran, so the check never stops on a ``NameError`` itself.
+    """
+    target = getattr(exercise.reference, "__name__", name)
+    failed = _failed_cell_defining(target)
+    if failed is not None:
+        return None, CheckResult(
+            name, ERROR, f"the cell above stopped with {_describe_error(failed)}, so `{target}` is "
+            f"{'not defined' if target not in namespace else 'still what an earlier run left'}.",
+            hint="fix that line and run the cell above again, then this one.")
+    if target not in namespace:
+        return None, CheckResult(
+            name, NOT_DEFINED, f"`{target}` is not defined: did the cell above run without error?",
+            hint=f"run the cell above (Shift+Enter); if it shows an error, fix it first. The check looks for "
+                 f"the name `{target}`: keep it as the stub spells it.")
+    return namespace[target], None
+
+
+def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     """Check a learner's implementation of exercise ``name``; print the verdict.
+
+    ``check("stable_softmax")`` checks what the name ``stable_softmax`` holds where ``check`` is called (the
+    notebook's variables): a missing name, or an exercise cell that stopped with an error, is a verdict
+    like any other, never a ``NameError``. ``check("stable_softmax", fn)`` checks ``fn``.
 
     Returns the implementation the rest of the notebook should use: the learner's when it passed, the
     course's reference otherwise (so one stuck exercise does not block the lessons after it).
 
     Example:
         >>> from course_lib.basics import stable_softmax
-        >>> fn = check("stable_softmax", stable_softmax)
+        >>> fn = check("stable_softmax")
         ✅ stable_softmax: passed (8/8 cases)
     """
-    result = run_check(name, impl)
+    exercise = get_exercise(name)
+    result = None
+    if impl is _FROM_NOTEBOOK:
+        caller = sys._getframe(1)
+        impl, result = _from_notebook(name, exercise, ChainMap(caller.f_locals, caller.f_globals))
+    if result is None:
+        result = run_check(name, impl)
     print(result)
     if result.passed:
         return impl
     print("   → the cells below use the course's reference implementation for now.")
-    return get_exercise(name).reference
+    return exercise.reference

@@ -1,0 +1,134 @@
+"""PyTorch CPU threads for the notebooks' small training loops: step time with 1, 2 and all threads.
+
+Two loops, as the notebooks run them:
+
+- ``vit``: one training step of notebook 08's Vision Transformer (8x8 digits, 4x4 patches, d_model 64, 2
+  layers, batch 128, AdamW), on random images of the same shape;
+- ``toy``: one step of notebook 02's neighbour reader (one ``MultiHeadAttention``, d_model 16, 2 heads, an MLP
+  readout, batch 64, Adam).
+
+Each configuration runs in a fresh interpreter with ``torch.set_num_threads(n)`` (as
+``course_lib.runtime.configure_threads`` would set it), warms up, then times steps; configurations alternate
+(1, 2, all, 1, 2, all, ...) so that a change in the machine's load hits them alike. The median step time is
+reported with the 1-minute load average and the CPU share busy before the run: on a shared machine the
+figures are an upper bound, and the point is the ratio between thread counts measured side by side.
+
+Run::
+
+    flock /tmp/bench.lock python benchmarks/bench_threads.py            # 3 rounds x 40 steps
+    python benchmarks/bench_threads.py --quick                          # 1 round x 10 steps
+
+Writes ``benchmarks/results/threads.md`` and ``threads.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+sys.path.insert(0, str(HERE))
+from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
+
+CHILD = r"""
+import json, sys, time
+import torch
+import torch.nn.functional as F
+from torch import nn
+threads, loop, n_steps = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+if loop == "vit":
+    from course_lib.vit import VisionTransformer
+    model = VisionTransformer(image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=64, num_heads=4,
+                              num_layers=2, d_ff=128, dropout=0.0, pool="cls")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.05)
+    def batch():
+        return torch.rand(128, 1, 8, 8), torch.randint(0, 10, (128,))
+    def loss_of(x, y):
+        return F.cross_entropy(model(x), y, label_smoothing=0.1)
+else:
+    from course_lib.attention import MultiHeadAttention
+    class Reader(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = MultiHeadAttention(16, 2)
+            self.readout = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 16))
+        def forward(self, x):
+            out, _ = self.attention(x, x, x, need_weights=True)
+            return self.readout(out).view(x.shape[0], 8, 2, 8)[:, 1:-1]
+    model = Reader()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    def batch():
+        words = torch.randint(0, 8, (64, 8))
+        x = torch.cat([torch.eye(8).expand(64, 8, 8), F.one_hot(words, 8).float()], dim=2)
+        return x, torch.stack([words[:, :-2], words[:, 2:]], dim=2)
+    def loss_of(x, y):
+        return F.cross_entropy(model(x).reshape(-1, 8), y.reshape(-1))
+times = []
+for i in range(n_steps + 5):
+    x, y = batch()
+    start = time.perf_counter()
+    loss = loss_of(x, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    if i >= 5:  # warm-up steps are not timed
+        times.append(time.perf_counter() - start)
+print(json.dumps(times))
+"""
+
+
+def run(threads: int, loop: str, n_steps: int) -> list[float]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("OMP_NUM_THREADS", None)
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(threads), loop, str(n_steps)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=900, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1 round of 10 steps")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None)
+    args = parser.parse_args()
+    rounds = args.rounds or (1 if args.quick else 3)
+    n_steps = args.steps or (10 if args.quick else 40)
+    all_threads = os.cpu_count() or 1
+    counts = sorted({1, 2, all_threads})
+    busy = cpu_busy_share(1.0)
+    samples: dict[str, dict[int, list[float]]] = {"vit": {n: [] for n in counts}, "toy": {n: [] for n in counts}}
+    for _ in range(rounds):
+        for loop in samples:
+            for n in counts:
+                samples[loop][n] += run(n, loop, n_steps)
+    medians = {loop: {n: statistics.median(v) * 1000 for n, v in by.items()} for loop, by in samples.items()}
+    note, info = load_note(busy), machine_info()
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "threads.json").write_text(json.dumps(
+        {"median_ms": medians, "rounds": rounds, "steps": n_steps, "busy_share": busy,
+         "machine": info}, indent=1))
+    lines = ["# CPU threads for the notebooks' small training loops", "",
+             f"Median step time in ms ({rounds} round(s) x {n_steps} steps per configuration, each in a fresh "
+             f"interpreter, configurations alternating).", "",
+             "| loop | " + " | ".join(f"{n} thread{'s' if n > 1 else ''}" for n in counts) + " |",
+             "|---|" + "---|" * len(counts)]
+    for loop, by in medians.items():
+        lines.append(f"| {loop} | " + " | ".join(f"{by[n]:.1f}" for n in counts) + " |")
+    lines += ["", note, "", markdown_machine(info), ""]
+    (RESULTS / "threads.md").write_text("\n".join(lines))
+    for loop, by in medians.items():
+        print(f"RESULT {loop} step ms: " + ", ".join(f"{n} threads {by[n]:.1f}" for n in counts))
+    print(f"RESULT load: {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""The student's seat in a real browser: JupyterLab, as a learner opens it, runs every notebook.
+
+One JupyterLab server (a free localhost port, a token, ``--no-browser``, the course's shipped settings from
+``jupyter/lab/settings``, ``COURSE_SMOKE=1`` so training loops are short) serves a temporary copy of the
+student notebooks. Headless Chromium (``tests/browser.py``) opens each one and runs *Run All*. Then, read
+from the page's own notebook model (what JupyterLab renders):
+
+- no cell shows an error or anything on stderr (a warning included), every code cell ran;
+- every check cell says "not implemented yet" (the committed notebooks hold untouched stubs), so this test
+  is also the student-version run of ``tests/test_notebook_versions.py``;
+- no "Jupyter news" pop-up is shown (the shipped settings switch it off);
+
+and in notebook 00 a correct solution typed into the exercise cell makes its check say "passed".
+
+The time each check cell took in the kernel (JupyterLab's recorded timing) is written to
+``SCREENSHOTS/check_times.json``: the first check of each notebook and the later ones. Screenshots of
+every notebook after its run go to ``SCREENSHOTS`` (``tests/browser.py``), for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+from browser import SCREENSHOTS, chromium, screenshot
+from conftest import NOTEBOOKS, ROOT
+
+SHIPPED_SETTINGS = ROOT / "jupyter" / "lab" / "settings"
+STATUS = re.compile(r"^\S*\s*(?P<name>\w+): (?P<status>passed|failed|not implemented yet|not defined|error|"
+                    r"invalid)\b", re.MULTILINE)
+RUN_TIMEOUT_S = 900  # one notebook's Run All on a busy 2-core machine
+# COURSE_LAB_NOTEBOOKS=00,07 runs only those notebooks (to look into one; CI runs them all).
+ONLY = [n.strip() for n in os.environ.get("COURSE_LAB_NOTEBOOKS", "").split(",") if n.strip()]
+LAB_NOTEBOOKS = [p for p in NOTEBOOKS if not ONLY or p.name[:2] in ONLY]
+
+# A learner's stable softmax, typed into notebook 00's exercise cell.
+SOLUTION = '''def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Softmax of `x` along `dim`, safe for large inputs."""
+    shifted = x - x.amax(dim=dim, keepdim=True)
+    exps = torch.exp(shifted)
+    return exps / exps.sum(dim=dim, keepdim=True)
+'''
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Iterator[dict[str, str]]:
+    """A JupyterLab server on a copy of the notebooks, with the shipped settings; its URL and token."""
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "notebooks"
+    root.mkdir()
+    for path in NOTEBOOKS:
+        shutil.copy(path, root / path.name)
+    shutil.copytree(SHIPPED_SETTINGS, base / "app-settings")  # as `make lab` installs them
+    user = base / "user-settings" / "@jupyterlab" / "notebook-extension"
+    user.mkdir(parents=True)
+    # The test's own user setting: record each cell's execution times (read below), nothing else.
+    (user / "tracker.jupyterlab-settings").write_text(json.dumps({"recordTiming": True}))
+    port, token = _free_port(), os.urandom(16).hex()
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "JUPYTER_CONFIG_DIR")}
+    env.update(COURSE_SMOKE="1", JUPYTERLAB_SETTINGS_DIR=str(base / "user-settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"), JUPYTER_CONFIG_DIR=str(base / "config"),
+               JUPYTER_RUNTIME_DIR=str(base / "runtime"), PYTHONPATH=os.pathsep.join(
+                   [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    log = open(base / "lab.log", "w")  # noqa: SIM115 - closed below
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         f"--LabApp.app_settings_dir={base / 'app-settings'}", "--expose-app-in-browser", "--allow-root"],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not start:\n{(base / 'lab.log').read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield {"url": url, "token": token, "log": str(base / "lab.log")}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+# JavaScript run in the page, on the application object (`--expose-app-in-browser`).
+CURRENT = "window.jupyterapp.shell.currentWidget"
+READ_CELLS = f"""() => {{
+    const nb = {CURRENT};
+    return Array.from({{length: nb.content.model.cells.length}},
+        (_, i) => {{ const c = nb.content.model.cells.get(i); return {{
+            type: c.type, source: c.sharedModel.getSource(), meta: c.getMetadata('course') || null,
+            count: c.type === 'code' ? c.executionCount : null,
+            outputs: c.type === 'code' ? c.outputs.toJSON() : [],
+            execution: c.getMetadata('execution') || null}}; }});
+}}"""
+
+
+def _open(page, lab: dict[str, str], name: str) -> None:
+    page.goto(f"{lab['url']}/lab/tree/{name}?token={lab['token']}&reset")
+    page.wait_for_function(f"() => window.jupyterapp && {CURRENT} && {CURRENT}.content && "
+                           f"{CURRENT}.context.path === {json.dumps(name)} && {CURRENT}.sessionContext.session "
+                           f"&& {CURRENT}.sessionContext.session.kernel && "
+                           f"{CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=120_000)
+
+
+def _run(page, command: str) -> None:
+    page.evaluate(f"() => window.jupyterapp.commands.execute({json.dumps(command)})")
+
+
+def _wait_until_done(page, timeout_s: float) -> list[dict]:
+    """Wait until every code cell ran (or one failed and Run All stopped); return the cells."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        idle = page.evaluate(f"() => {CURRENT}.sessionContext.session.kernel.status === 'idle'")
+        cells = page.evaluate(READ_CELLS)
+        code = [c for c in cells if c["type"] == "code"]
+        failed = any(o.get("output_type") == "error" for c in code for o in c["outputs"])
+        if idle and (failed or all(c["count"] for c in code)):
+            time.sleep(0.5)  # outputs of the last message
+            return page.evaluate(READ_CELLS)
+        time.sleep(1.0)
+    raise AssertionError(f"Run All did not finish within {timeout_s} s")
+
+
+def _text(outputs: list[dict]) -> str:
+    parts = []
+    for out in outputs:
+        parts.append("".join(out.get("text", "")) if out.get("output_type") == "stream" else "".join(
+            "".join(v) for k, v in out.get("data", {}).items() if k.startswith("text/plain")))
+        if out.get("output_type") == "error":
+            parts.append(f"{out.get('ename')}: {out.get('evalue')}")
+    return "".join(parts)
+
+
+def _seconds(execution: dict | None) -> float | None:
+    """Kernel-side time of one cell from JupyterLab's recorded timing (execute_input to execute_reply)."""
+    if not execution or "iopub.execute_input" not in execution or "shell.execute_reply" not in execution:
+        return None
+    start, end = (datetime.fromisoformat(execution[k].replace("Z", "+00:00"))
+                  for k in ("iopub.execute_input", "shell.execute_reply"))
+    return round((end - start).total_seconds(), 3)
+
+
+def _close(page) -> None:
+    """Shut the notebook's kernel down and save it (the temporary copy), so the page can be left."""
+    page.evaluate(f"async () => {{ await {CURRENT}.sessionContext.shutdown(); await {CURRENT}.context.save(); }}")
+
+
+def _news_popup(page) -> bool:
+    return page.get_by_text(re.compile("Jupyter news", re.IGNORECASE)).count() > 0
+
+
+@pytest.mark.slow
+def test_the_shipped_settings_are_in_effect(lab) -> None:
+    """JupyterLab reads the course's overrides: news and update checks are off (no pop-up, no network)."""
+    url = f"{lab['url']}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={lab['token']}"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        reply = json.load(response)
+    # Overrides become the schema's defaults; the (empty) user settings would win over them.
+    defaults = {k: v.get("default") for k, v in reply["schema"]["properties"].items()}
+    composite = {**defaults, **reply["settings"]}
+    shipped = json.loads((SHIPPED_SETTINGS / "overrides.d" / "transformer-course.json").read_text())
+    assert shipped["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false",
+                                                                       "checkForUpdates": False}
+    assert composite["fetchNews"] == "false" and composite["checkForUpdates"] is False, composite
+
+
+@pytest.mark.slow
+def test_every_notebook_runs_in_jupyterlab_and_a_typed_solution_passes(lab) -> None:
+    problems: list[str] = []
+    times: dict[str, list[dict]] = {}
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for path in LAB_NOTEBOOKS:
+            _open(page, lab, path.name)
+            _run(page, "notebook:run-all-cells")
+            cells = _wait_until_done(page, RUN_TIMEOUT_S)
+            if _news_popup(page):  # after the run: JupyterLab asks a while after it opens
+                problems.append(f"{path.name}: the Jupyter news pop-up is shown")
+            screenshot(page, f"lab-{path.stem}")
+            checks = []
+            for i, cell in enumerate(cells):
+                if cell["type"] != "code":
+                    continue
+                for out in cell["outputs"]:
+                    if out.get("output_type") == "error" or out.get("name") == "stderr":
+                        problems.append(f"{path.name} cell {i}: {_text([out])[:400]}")
+                if not cell["count"]:
+                    problems.append(f"{path.name} cell {i}: did not run")
+                meta = cell["meta"] or {}
+                if meta.get("role") == "check":
+                    match = STATUS.search(_text(cell["outputs"]))
+                    status = match.group("status") if match and match.group("name") == meta["exercise"] else None
+                    if status != "not implemented yet":
+                        problems.append(f"{path.name}: check {meta['exercise']} says {status!r}, "
+                                        "expected 'not implemented yet'")
+                    checks.append({"exercise": meta["exercise"], "seconds": _seconds(cell["execution"])})
+            times[path.stem] = checks
+            _close(page)
+        problems += _typed_solution_passes(page, lab, times)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    (SCREENSHOTS / "check_times.json").write_text(json.dumps(times, indent=1))
+    firsts = {nb: c[0]["seconds"] for nb, c in times.items() if c}
+    later = [c["seconds"] for cs in times.values() for c in cs[1:] if c["seconds"] is not None]
+    print(f"first check per notebook (s, in the browser's kernel): {firsts}; later checks: max "
+          f"{max(later, default=float('nan'))} s")
+    assert not problems, "\n".join(problems)
+
+
+def _typed_solution_passes(page, lab: dict[str, str], times: dict[str, list[dict]]) -> list[str]:
+    """Open notebook 00 afresh, type a solution into its exercise cell, run it and its check."""
+    name = "00_welcome.ipynb"
+    _open(page, lab, name)
+    cells = page.evaluate(READ_CELLS)
+    index = next(i for i, c in enumerate(cells) if (c["meta"] or {}).get("role") == "exercise")
+    # Run the cells above the exercise (imports), then select the exercise cell and replace its text.
+    page.evaluate(f"() => {{ {CURRENT}.content.activeCellIndex = {index}; }}")
+    _run(page, "notebook:run-all-above")
+    page.wait_for_function(f"() => {CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=120_000)
+    editor = page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".cm-content")
+    editor.scroll_into_view_if_needed()
+    editor.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.insert_text(SOLUTION)
+    page.keyboard.press("Shift+Enter")  # runs the exercise cell, moves to the check cell
+    page.keyboard.press("Shift+Enter")  # runs the check cell
+    check = page.locator(".jp-Notebook .jp-Cell").nth(index + 1).locator(".jp-OutputArea-output")
+    try:
+        check.filter(has_text="stable_softmax: passed").wait_for(timeout=120_000)
+    except Exception:  # noqa: BLE001 - reported with a screenshot
+        screenshot(page, "lab-typed-solution-failed")
+        return [f"{name}: the typed solution's check did not say passed: "
+                f"{_text(page.evaluate(READ_CELLS)[index + 1]['outputs'])!r}"]
+    screenshot(page, "lab-typed-solution")
+    cells = page.evaluate(READ_CELLS)
+    times["00_welcome typed"] = [{"exercise": "stable_softmax", "seconds": _seconds(cells[index + 1]["execution"])}]
+    _close(page)
+    return []
