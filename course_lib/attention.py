@@ -74,11 +74,7 @@ def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], who: str, ta
             f"{who}: mask must be a boolean tensor (True = may attend), got dtype {mask.dtype} with shape "
             f"{_shape(mask)}; expected a torch.bool tensor broadcastable to {target_name} {target}. "
             f"(A float mask of 0/-inf or a 1 = masked convention must be converted: e.g. mask = float_mask == 0.)")
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, target)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(target):
+    if not _broadcasts_to(tuple(mask.shape), target):
         raise ValueError(f"{who}: mask of shape {_shape(mask)} cannot broadcast to {target_name} {target}")
     if mask.dim() == 2 and batch is not None and batch == target[-2] > 1 and not _is_causal(mask):
         raise ValueError(
@@ -86,6 +82,17 @@ def _check_mask(mask: torch.Tensor | None, target: tuple[int, ...], who: str, ta
             f"2-D masks are read as (seq_q, seq_k), but this one may be a (batch, seq_k) padding mask. Pass a "
             f"padding mask as (batch, 1, 1, seq_k) (masking.padding_mask returns it) or a per-query mask as "
             f"(1, 1, seq_q, seq_k).")
+
+
+def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether ``shape`` broadcasts to exactly ``target`` (each trailing size is 1 or the target's).
+
+    Written out because ``torch.broadcast_shapes`` imports sympy on first use (over a second on a laptop),
+    and a notebook's first check must answer at once.
+    """
+    if len(shape) > len(target):
+        return False
+    return all(size in (1, want) for size, want in zip(reversed(shape), reversed(target)))
 
 
 def _is_causal(mask: torch.Tensor) -> bool:
