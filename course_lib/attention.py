@@ -92,7 +92,7 @@ def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """
     if len(shape) > len(target):
         return False
-    return all(size in (1, want) for size, want in zip(reversed(shape), reversed(target)))
+    return all(size in (1, want) for size, want in zip(reversed(shape), reversed(target), strict=False))
 
 
 def _is_causal(mask: torch.Tensor) -> bool:

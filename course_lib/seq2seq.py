@@ -34,6 +34,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from .validation import validated_by
+
 __all__ = ["additive_attention", "AdditiveAttention", "RNNEncoderDecoder"]
 
 
@@ -42,7 +44,7 @@ def _shape(x: object) -> tuple:
 
 
 def _check_additive_inputs(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, w_q: torch.Tensor,
-                           w_k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> None:
+                           w_k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> None:
     """Raise a ValueError naming the argument, the shape expected and the shape given."""
     for name, x, dims in (("query", query, 3), ("keys", keys, 3), ("values", values, 3), ("w_q", w_q, 2),
                           ("w_k", w_k, 2), ("v", v, 1)):
@@ -63,13 +65,14 @@ def _check_additive_inputs(query: torch.Tensor, keys: torch.Tensor, values: torc
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
             raise ValueError(f"additive_attention: mask must be a bool tensor (True = may attend), got "
                              f"{getattr(mask, 'dtype', type(mask).__name__)}")
-        try:
-            torch.broadcast_shapes(mask.shape, target)
-        except RuntimeError:
+        fits = mask.dim() <= 3 and all(size in (1, want) for size, want in
+                                       zip(reversed(mask.shape), reversed(target), strict=False))
+        if not fits:
             raise ValueError(f"additive_attention: mask must broadcast to (batch, seq_q, seq_k) = {target}, "
-                             f"e.g. (batch, 1, seq_k); got {_shape(mask)}") from None
+                             f"e.g. (batch, 1, seq_k); got {_shape(mask)}")
 
 
+@validated_by(_check_additive_inputs)
 def additive_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, w_q: torch.Tensor,
                        w_k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,7 +90,6 @@ def additive_attention(query: torch.Tensor, keys: torch.Tensor, values: torch.Te
         >>> context.shape, weights.shape, torch.allclose(weights.sum(-1), torch.ones(2, 3))
         (torch.Size([2, 3, 6]), torch.Size([2, 3, 5]), True)
     """
-    _check_additive_inputs(query, keys, values, w_q, w_k, v, mask)
     projected_q = (query @ w_q.T).unsqueeze(2)                      # (batch, seq_q, 1, d_att)
     projected_k = (keys @ w_k.T).unsqueeze(1)                       # (batch, 1, seq_k, d_att)
     scores = torch.tanh(projected_q + projected_k) @ v              # (batch, seq_q, seq_k)
