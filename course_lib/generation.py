@@ -32,7 +32,7 @@ import torch
 from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
 from .gpt import GPT
 
-__all__ = ["top_k_filter", "top_p_filter", "sample_next_token", "KVCache", "cached_attention_step",
+__all__ = ["top_k_filter", "top_p_filter", "sample_next_token", "KVCache", "attend_with_cache", "cached_attention_step",
            "forward_with_cache", "generate"]
 
 
@@ -73,6 +73,8 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     _check_logits(logits, "top_p_filter")
     if not 0.0 < float(p) <= 1.0:
         raise ValueError(f"top_p_filter: p must be in (0, 1], got {p!r}")
+    if p >= 1.0:  # everything (rounding in a float cumsum must not drop the tail's tiny probabilities)
+        return logits.clone()
     sorted_logits, _ = torch.sort(logits, dim=-1, descending=True)  # (..., vocab)
     probs = torch.softmax(sorted_logits, dim=-1)
     mass_before = torch.cumsum(probs, dim=-1) - probs  # (..., vocab): probability of the tokens above
@@ -118,27 +120,46 @@ class KVCache:
         return self.keys[0].shape[2] if self.keys else 0
 
 
+def attend_with_cache(q_new: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
+                      past_keys: torch.Tensor | None, past_values: torch.Tensor | None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One causal attention step with a key/value cache, per head.
+
+    Append the new keys and values to the cached ones (along the sequence axis), then let new query ``i``
+    (absolute position ``past + i``) attend to keys ``0 .. past + i``: all the cached ones and the new ones
+    up to itself. ``past_keys``/``past_values`` are None at the first step (nothing cached).
+
+    Shapes: ``q_new``, ``k_new``, ``v_new`` (batch, heads, new, d_k); ``past_*`` (batch, heads, past, d_k)
+    -> ``(output (batch, heads, new, d_k), keys (batch, heads, past + new, d_k), values (same))``.
+    """
+    if past_keys is not None:
+        k = torch.cat([past_keys, k_new], dim=2)  # (batch, heads, past + new, d_k)
+        v = torch.cat([past_values, v_new], dim=2)
+    else:
+        k, v = k_new, v_new
+    new, total = q_new.shape[2], k.shape[2]
+    past = total - new
+    key_pos = torch.arange(total, device=q_new.device)  # (total,)
+    query_pos = past + torch.arange(new, device=q_new.device)  # (new,): absolute positions
+    mask = key_pos[None, :] <= query_pos[:, None]  # (new, total), True = may attend
+    output, _ = scaled_dot_product_attention(q_new, k, v, mask)  # (batch, heads, new, d_k)
+    return output, k, v
+
+
 def cached_attention_step(attn: MultiHeadAttention, x_new: torch.Tensor, past_keys: torch.Tensor | None,
                           past_values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Causal self-attention of ``new`` positions over the cached ones and themselves.
+    """Causal self-attention of ``new`` positions over the cached ones and themselves, with ``attn``'s weights.
 
-    Project only ``x_new`` (batch, new, d_model) to queries, keys and values; append the keys and values to
-    the cache (batch, heads, past, d_k) along the sequence axis; new query ``i`` (absolute position
-    ``past + i``) attends to keys ``0 .. past + i``. Returns ``(output (batch, new, d_model), keys, values)``
-    with keys and values (batch, heads, past + new, d_k): the cache for the next step.
+    Projects only ``x_new`` (batch, new, d_model) to queries, keys and values (``attn.w_q``, ``w_k``,
+    ``w_v``), attends with :func:`attend_with_cache`, mixes the heads with ``attn.w_o``. Returns
+    ``(output (batch, new, d_model), keys, values)`` with keys and values (batch, heads, past + new, d_k):
+    the cache for the next step.
     """
     q = split_heads(attn.w_q(x_new), attn.num_heads)  # (batch, heads, new, d_k)
     k = split_heads(attn.w_k(x_new), attn.num_heads)  # (batch, heads, new, d_k)
     v = split_heads(attn.w_v(x_new), attn.num_heads)  # (batch, heads, new, d_k)
-    if past_keys is not None:
-        k = torch.cat([past_keys, k], dim=2)  # (batch, heads, past + new, d_k)
-        v = torch.cat([past_values, v], dim=2)
-    new, total = q.shape[2], k.shape[2]
-    past = total - new
-    # (new, total): query i may see key j when j <= past + i
-    mask = torch.arange(total, device=x_new.device)[None, :] <= past + torch.arange(new, device=x_new.device)[:, None]
-    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (batch, heads, new, d_k)
-    return attn.w_o(merge_heads(heads)), k, v  # (batch, new, d_model)
+    heads, keys, values = attend_with_cache(q, k, v, past_keys, past_values)  # (batch, heads, new, d_k)
+    return attn.w_o(merge_heads(heads)), keys, values  # (batch, new, d_model)
 
 
 @torch.no_grad()
