@@ -247,6 +247,7 @@ def test_windows_and_text_file_loader(tmp_path) -> None:
         load_text_file(tmp_path / "short.txt")
 
 
+@pytest.mark.slow
 def test_a_small_lm_learns_a_repeating_stream() -> None:
     torch.manual_seed(0)
     stream = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6] * 100)
