@@ -6,7 +6,8 @@ The models and their building blocks are importable from here, in the notebooks'
 
 Data, training, decoding, metrics and plotting live in submodules, imported where needed (they pull in
 heavier libraries): ``course_lib.text``, ``course_lib.training``, ``course_lib.decoding``,
-``course_lib.metrics``, ``course_lib.images``, ``course_lib.plotting``, ``course_lib.baselines``.
+``course_lib.metrics``, ``course_lib.images``, ``course_lib.plotting``, ``course_lib.baselines``,
+``course_lib.corpus``, ``course_lib.lm``, ``course_lib.ngram``, ``course_lib.generation``.
 Exercises: ``course_lib.exercises`` (authoring) and ``course_lib.checks`` (the course's checks);
 grading: ``course_lib.grading`` and the ``course-grade`` command.
 
@@ -20,6 +21,7 @@ __version__ = "0.1.0"
 
 from .attention import MultiHeadAttention, fused_attention, merge_heads, scaled_dot_product_attention, split_heads
 from .basics import stable_softmax
+from .gpt import GPT
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, mean_pool
 from .masking import (
     causal_mask,
@@ -56,4 +58,6 @@ __all__ = [
     # 08 Vision Transformer
     "patchify", "PatchEmbedding", "add_cls_and_positions", "VisionTransformer", "attention_maps",
     "attention_rollout",
+    # 10 decoder-only language model
+    "GPT",
 ]

@@ -1,0 +1,257 @@
+"""The decoder-only language model, its generation and KV cache, the n-gram baseline and the text corpus.
+
+References we did not write: nn.TransformerEncoderLayer/nn.TransformerEncoder (norm_first=True) under a
+causal mask, F.cross_entropy, the uncached forward (for the cache), straightforward sort-based filters
+written here the obvious way (for top-k/top-p), exact enumeration (an n-gram distribution sums to 1).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.corpus import (
+    ByteBPE,
+    TextCorpus,
+    encode_documents,
+    is_validation_document,
+    load_text_file,
+    python_docs_corpus,
+    random_windows,
+    sequential_windows,
+)
+from course_lib.generation import (
+    KVCache,
+    cached_attention_step,
+    forward_with_cache,
+    generate,
+    sample_next_token,
+    top_k_filter,
+    top_p_filter,
+)
+from course_lib.gpt import GPT
+from course_lib.lm import evaluate_perplexity, lm_loss, train_lm
+from course_lib.masking import causal_mask
+from course_lib.ngram import KneserNeyLM
+
+VOCAB, D_MODEL, HEADS, LAYERS, D_FF, MAX_LEN = 37, 16, 4, 3, 40, 48
+
+
+def _randomise(module: nn.Module, gen: torch.Generator) -> None:
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.3)
+
+
+@pytest.mark.parametrize("activation", ["gelu_tanh", "gelu"])
+def test_gpt_equals_a_stack_of_pytorch_encoder_layers_under_a_causal_mask(activation: str) -> None:
+    gen = torch.Generator().manual_seed(0)
+    eps = 1e-6
+    act = nn.GELU(approximate="tanh") if activation == "gelu_tanh" else nn.GELU()
+    t_layer = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, 0.0, activation=act, layer_norm_eps=eps,
+                                         batch_first=True, norm_first=True)
+    t_stack = nn.TransformerEncoder(t_layer, LAYERS, norm=nn.LayerNorm(D_MODEL, eps=eps), enable_nested_tensor=False)
+    tok_emb, pos_emb = nn.Embedding(VOCAB, D_MODEL), nn.Embedding(MAX_LEN, D_MODEL)
+    for m in (t_stack, tok_emb, pos_emb):
+        _randomise(m, gen)
+    ours = GPT(VOCAB, D_MODEL, HEADS, LAYERS, D_FF, MAX_LEN, activation=activation, layer_norm_eps=eps)
+    ours.blocks.load_from_torch(t_stack)
+    with torch.no_grad():
+        ours.token_embedding.weight.copy_(tok_emb.weight)
+        ours.positions.embedding.weight.copy_(pos_emb.weight)
+    ours.eval(), t_stack.eval()
+    tokens = torch.randint(0, VOCAB, (3, 11), generator=gen)
+    x = tok_emb(tokens) + pos_emb(torch.arange(11))
+    hidden = t_stack(x, mask=nn.Transformer.generate_square_subsequent_mask(11), is_causal=True)
+    expected = hidden @ tok_emb.weight.T  # tied output: the embedding matrix, no bias
+    torch.testing.assert_close(ours(tokens), expected, atol=1e-5, rtol=1e-5)
+    assert ours.lm_head.weight is ours.token_embedding.weight
+
+
+def test_gpt_is_causal_and_checks_its_input() -> None:
+    gen = torch.Generator().manual_seed(1)
+    model = GPT(VOCAB, D_MODEL, HEADS, 2, D_FF, MAX_LEN).eval()
+    a = torch.randint(0, VOCAB, (2, 10), generator=gen)
+    b = a.clone()
+    b[:, 6:] = (b[:, 6:] + 1) % VOCAB  # change the future
+    torch.testing.assert_close(model(a)[:, :6], model(b)[:, :6])  # the past does not see it
+    weights = model.attention_weights(a)
+    assert len(weights) == 2 and weights[0].shape == (2, HEADS, 10, 10)
+    assert bool((weights[0].masked_select(~causal_mask(10)) == 0).all())
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.zeros(1, MAX_LEN + 1, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"\(batch, seq\)"):
+        model(torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="token ids"):
+        model(torch.full((1, 3), VOCAB))
+
+
+def test_lm_loss_equals_cross_entropy_on_shifted_targets() -> None:
+    gen = torch.Generator().manual_seed(2)
+    logits, tokens = torch.randn(3, 7, VOCAB, generator=gen), torch.randint(0, VOCAB, (3, 7), generator=gen)
+    by_loop = sum(F.cross_entropy(logits[b, t], tokens[b, t + 1], reduction="sum") for b in range(3) for t in range(6))
+    torch.testing.assert_close(lm_loss(logits, tokens), by_loop / 18)
+
+
+# --- generation -----------------------------------------------------------------------------------------
+
+def _reference_top_k(row: list[float], k: int) -> list[float]:
+    kept = sorted(row, reverse=True)[:k]
+    return [x if x >= kept[-1] else -math.inf for x in row]
+
+
+def _reference_top_p(row: list[float], p: float) -> list[float]:
+    probs = torch.softmax(torch.tensor(row, dtype=torch.float64), 0).tolist()
+    order = sorted(range(len(row)), key=lambda i: -row[i])
+    kept, mass = [], 0.0
+    for i in order:
+        kept.append(i)
+        mass += probs[i]
+        if mass >= p - 1e-9:
+            break
+    smallest = min(row[i] for i in kept)
+    return [x if x >= smallest else -math.inf for x in row]
+
+
+def test_top_k_and_top_p_equal_straightforward_references() -> None:
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(20, 11, generator=gen) * 2
+    for k in (1, 3, 10):
+        expected = torch.tensor([_reference_top_k(r, k) for r in logits.tolist()])
+        torch.testing.assert_close(top_k_filter(logits, k), expected)
+    for p in (0.1, 0.5, 0.9, 0.99):
+        expected = torch.tensor([_reference_top_p(r, p) for r in logits.tolist()])
+        torch.testing.assert_close(top_p_filter(logits, p), expected)
+
+
+def test_filter_edge_cases() -> None:
+    logits = torch.tensor([[1.0, 2.0, 2.0, 0.5]])
+    torch.testing.assert_close(top_k_filter(logits, 4), logits)  # k = vocab
+    torch.testing.assert_close(top_k_filter(logits, 99), logits)  # k > vocab
+    torch.testing.assert_close(top_p_filter(logits, 1.0), logits)  # p = 1 keeps everything
+    inf = -math.inf
+    assert top_k_filter(logits, 1).tolist() == [[inf, 2.0, 2.0, inf]]  # ties with the k-th are kept
+    assert top_p_filter(logits, 0.01).tolist() == [[inf, 2.0, 2.0, inf]]  # the top token (and its tie)
+    with pytest.raises(ValueError, match="k must"):
+        top_k_filter(logits, 0)
+    with pytest.raises(ValueError, match="p must"):
+        top_p_filter(logits, 0.0)
+
+
+def test_sampling_is_seeded_and_follows_the_filters() -> None:
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(4000, 1)
+    draws = sample_next_token(logits, 1.0, generator=torch.Generator().manual_seed(0))
+    again = sample_next_token(logits, 1.0, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(draws, again)
+    freq = torch.bincount(draws, minlength=4).float() / 4000
+    torch.testing.assert_close(freq, torch.tensor([0.5, 0.3, 0.15, 0.05]), atol=0.03, rtol=0)
+    nucleus = sample_next_token(logits, 1.0, top_p=0.7, generator=torch.Generator().manual_seed(1))
+    assert set(nucleus.tolist()) == {0, 1}
+    assert set(sample_next_token(logits, 1.0, top_k=1).tolist()) == {0}
+    assert torch.equal(sample_next_token(logits, 0.0), torch.zeros(4000, dtype=torch.long))  # greedy
+
+
+def test_cached_logits_equal_uncached_at_every_step() -> None:
+    gen = torch.Generator().manual_seed(4)
+    model = GPT(VOCAB, D_MODEL, HEADS, LAYERS, D_FF, MAX_LEN).eval()
+    _randomise(model, gen)
+    tokens = torch.randint(0, VOCAB, (2, 30), generator=gen)
+    full = model(tokens)  # (2, 30, vocab)
+    logits, cache = forward_with_cache(model, tokens[:, :5])  # a prompt of 5, then one token at a time
+    torch.testing.assert_close(logits, full[:, :5], atol=1e-5, rtol=0)
+    for t in range(5, 30):
+        logits, cache = forward_with_cache(model, tokens[:, t:t + 1], cache)
+        torch.testing.assert_close(logits[:, 0], full[:, t], atol=1e-5, rtol=0)
+    assert cache.length == 30 and cache.keys[0].shape == (2, HEADS, 30, D_MODEL // HEADS)
+    gen_a = generate(model, tokens[:, :4], 20, temperature=0.8, top_k=10, generator=torch.Generator().manual_seed(5))
+    gen_b = generate(model, tokens[:, :4], 20, temperature=0.8, top_k=10, generator=torch.Generator().manual_seed(5),
+                     use_cache=False)
+    assert torch.equal(gen_a, gen_b) and gen_a.shape == (2, 24)
+    with pytest.raises(ValueError, match="max_len"):
+        generate(model, tokens[:, :4], MAX_LEN, use_cache=True)
+
+
+def test_cached_attention_step_equals_full_causal_attention() -> None:
+    gen = torch.Generator().manual_seed(6)
+    layer = GPT(VOCAB, D_MODEL, HEADS, 1, D_FF, MAX_LEN).blocks.layers[0].self_attn
+    x = torch.randn(2, 9, D_MODEL, generator=gen)
+    expected, _ = layer(x, x, x, mask=causal_mask(9))
+    out, keys, values = cached_attention_step(layer, x[:, :6], None, None)
+    out2, keys, values = cached_attention_step(layer, x[:, 6:], keys, values)
+    torch.testing.assert_close(torch.cat([out, out2], 1), expected, atol=1e-6, rtol=1e-5)
+    assert isinstance(KVCache().length, int) and KVCache().length == 0
+
+
+# --- n-gram ---------------------------------------------------------------------------------------------
+
+def test_kneser_ney_distributions_sum_to_one_and_prefer_seen_continuations() -> None:
+    gen = torch.Generator().manual_seed(7)
+    stream = torch.randint(0, 6, (400,), generator=gen)
+    for order in (1, 2, 3):
+        lm = KneserNeyLM(stream, vocab_size=8, order=order)
+        for context in [(), (1,), (2, 3), (7, 7), (6, 1)]:  # seen, unseen (7 never occurs) contexts
+            total = sum(lm.prob(context, w) for w in range(8))
+            assert abs(total - 1) < 1e-9, (order, context, total)
+            assert lm.prob(context, 7) > 0  # an unseen token still has some probability
+    lm = KneserNeyLM(torch.tensor([0, 1, 2] * 50), vocab_size=4, order=3)
+    assert lm.prob((0, 1), 2) > 0.9 and lm.perplexity(torch.tensor([0, 1, 2] * 5)) < 1.2
+
+
+def test_kneser_ney_bigram_by_hand() -> None:
+    # stream a b a b a c (a=0, b=1, c=2); bigrams ab ba ab ba ac; continuation counts N1+(.w): b 1, a 1, c 1
+    lm = KneserNeyLM(torch.tensor([0, 1, 0, 1, 0, 2]), vocab_size=3, order=2, discount=0.5)
+    p1_b = (1 - 0.5) / 3 + 0.5 * 3 / 3 / 3  # continuation unigram, interpolated with uniform
+    expected = (2 - 0.5) / 3 + 0.5 * 2 / 3 * p1_b  # c(ab)=2, c(a.)=3, two types after a
+    assert abs(lm.prob((0,), 1) - expected) < 1e-12
+
+
+# --- corpus ---------------------------------------------------------------------------------------------
+
+def test_python_docs_corpus_split_is_by_document_and_stable() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        corpus = python_docs_corpus()
+    assert not set(corpus.train_names) & set(corpus.valid_names)
+    assert all(is_validation_document(n) for n in corpus.valid_names)
+    assert 3 <= len(corpus.valid) <= 0.2 * len(corpus.train)
+    assert "statement" in " ".join(corpus.train)
+
+
+def test_byte_bpe_round_trips_any_text_and_is_deterministic() -> None:
+    texts = ["def f(x):\n    return x + 1\n", "The for statement is used to iterate.", "naïve café ☕"] * 5
+    a, b = ByteBPE.train(texts, vocab_size=300), ByteBPE.train(texts, vocab_size=300)
+    for text in texts + ["unseen \t text with 日本 and emoji 🙂"]:
+        assert a.decode(a.encode(text)) == text
+        assert a.encode(text) == b.encode(text)
+    stream = encode_documents(a, texts[:2])
+    assert int((stream == a.eot_id).sum()) == 2 and a.eot_id == 0
+
+
+def test_windows_and_text_file_loader(tmp_path) -> None:
+    stream = torch.arange(50)
+    w = random_windows(stream, 4, 10, torch.Generator().manual_seed(0))
+    assert w.shape == (4, 11) and bool((w[:, 1:] - w[:, :-1] == 1).all())
+    s = sequential_windows(stream, 10)
+    assert s.shape == (4, 11) and torch.equal(s[1, 0], s[0, -1])
+    path = tmp_path / "mine.txt"
+    path.write_text("\n\n".join(f"Paragraph {i}. " + "words " * 100 for i in range(40)), encoding="utf-8")
+    corpus = load_text_file(path, min_chars=600)
+    assert isinstance(corpus, TextCorpus) and corpus.train and corpus.valid
+    with pytest.raises(ValueError, match="too few"):
+        (tmp_path / "short.txt").write_text("tiny", encoding="utf-8")
+        load_text_file(tmp_path / "short.txt")
+
+
+@pytest.mark.slow
+def test_a_small_lm_learns_a_repeating_stream() -> None:
+    torch.manual_seed(0)
+    stream = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6] * 100)
+    model = GPT(10, 16, 2, 1, 32, 16)
+    history = train_lm(model, stream, steps=60, batch_size=8, seq_len=16, lr=1e-2, warmup=5, progress=False)
+    assert history.losses[-1] < 0.5 * history.losses[0]
+    assert evaluate_perplexity(model, stream[:200], 16) < 2.0
