@@ -31,6 +31,7 @@ import torch
 
 from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
 from .gpt import GPT
+from .validation import validated_by
 
 __all__ = ["top_k_filter", "top_p_filter", "sample_next_token", "KVCache", "attend_with_cache", "cached_attention_step",
            "forward_with_cache", "generate"]
@@ -40,6 +41,12 @@ def _check_logits(logits: torch.Tensor, fn: str) -> None:
     if not isinstance(logits, torch.Tensor) or logits.dim() < 1 or not logits.is_floating_point():
         raise ValueError(f"{fn}: logits must be a floating-point tensor of shape (..., vocab), got "
                          f"{getattr(logits, 'shape', type(logits).__name__)}")
+
+
+def _check_top_p_arguments(logits: torch.Tensor, p: float) -> None:
+    _check_logits(logits, "top_p_filter")
+    if not 0.0 < float(p) <= 1.0:
+        raise ValueError(f"top_p_filter: p must be in (0, 1], got {p!r}")
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -60,6 +67,7 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+@validated_by(_check_top_p_arguments)
 def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
     """Nucleus filtering: keep the smallest set of most probable tokens whose probabilities sum to >= ``p``.
 
@@ -70,9 +78,6 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
         >>> top_p_filter(torch.log(torch.tensor([0.5, 0.3, 0.15, 0.05])), 0.7).exp()
         tensor([0.5000, 0.3000, 0.0000, 0.0000])
     """
-    _check_logits(logits, "top_p_filter")
-    if not 0.0 < float(p) <= 1.0:
-        raise ValueError(f"top_p_filter: p must be in (0, 1], got {p!r}")
     if p >= 1.0:  # everything (rounding in a float cumsum must not drop the tail's tiny probabilities)
         return logits.clone()
     sorted_logits, _ = torch.sort(logits, dim=-1, descending=True)  # (..., vocab)
