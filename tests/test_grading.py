@@ -701,8 +701,14 @@ def test_without_bubblewrap_the_command_refuses_and_says_what_to_install(tmp_pat
     stub = _write(load(NB00), tmp_path, "00_welcome_stub")
     assert main([str(stub), "--out", str(tmp_path / "out")]) == 2
     assert "apt-get install bubblewrap" in capsys.readouterr().err
-    assert main([str(stub), "--out", str(tmp_path / "out"), "--unsafe-no-sandbox", "--quiet"]) == 0
-    report = json.loads((tmp_path / "out" / "00_welcome_stub.json").read_text())
-    assert report["sandbox"] is False and "WITHOUT a sandbox" in report["message"]
-    assert "Graded without a sandbox" in (tmp_path / "out" / "00_welcome_stub.md").read_text()
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_without_a_sandbox_every_report_says_so(tmp_path: Path) -> None:
+    solved = _write(solve(load(NB00)), tmp_path, "00_welcome_solved")
+    assert main([str(solved), "--out", str(tmp_path / "out"), "--unsafe-no-sandbox", "--quiet"]) == 0
+    report = json.loads((tmp_path / "out" / "00_welcome_solved.json").read_text())
+    assert report["total"] == 1 and report["sandbox"] is False and "WITHOUT a sandbox" in report["message"]
+    assert "Graded without a sandbox" in (tmp_path / "out" / "00_welcome_solved.md").read_text()
     assert ",NO," in (tmp_path / "out" / "summary.csv").read_text()

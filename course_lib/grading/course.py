@@ -140,19 +140,25 @@ class CourseCopy:
         skip = {s.index for s in self.specs} | {s.index + 1 for s in self.specs}
         self.setup_lines = setup_imports(self.nb.cells, skip)
         self.namespace = P.setup_namespace(STANDARD_IMPORTS + self.setup_lines)
-        self._lib: Path | None = None
+        self.checks_module = str(checks or "")
+        self._libs: dict[frozenset[int], Path] = {}
         self._lib_lock = threading.Lock()
 
-    def library(self) -> Path:
-        """The sandbox's course_lib for this copy (built once, removed at exit): its references withheld."""
+    def library(self, withheld: frozenset[int]) -> Path:
+        """The sandbox's library with the references of exercises ``withheld`` (numbers) taken out: those the
+        submission's code runs for. Another exercise's reference stays, so that a later exercise building on
+        an unsolved one works as in the notebook (whose check falls back to the reference). Built once per
+        set, removed at exit."""
         with self._lib_lock:
-            if self._lib is None:
+            if withheld not in self._libs:
                 folder = Path(tempfile.mkdtemp(prefix="course-grade-lib-"))
                 atexit.register(shutil.rmtree, folder, True)
-                build_library(folder, [s.exercise.reference for s in self.specs])
+                own = self.checks_module and not self.checks_module.startswith("course_lib.")
+                build_library(folder, [self.specs[n].exercise.reference for n in sorted(withheld)],
+                              self.folder if own else None, self.checks_module)
                 folder.chmod(0o755)
-                self._lib = folder
-            return self._lib
+                self._libs[withheld] = folder
+            return self._libs[withheld]
 
     @property
     def max_total(self) -> float:

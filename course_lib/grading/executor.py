@@ -8,8 +8,12 @@ sandbox dies or goes silent, that exercise gets ``timeout``/``error``, the conta
 process in it dies), and a fresh sandbox replays the earlier exercises that ran cleanly, then goes on with
 the next exercise. One attacked exercise costs its own points only.
 
-An outcome is ``{"status": "ran", "header": {...}, "arrays": bytes}`` (judged by the grader) or a final
-status with a message.
+Each result is judged as soon as it arrives (``judge``, the grader's, outside the sandbox): an exercise that
+did not pass ends its sandbox, and the next one starts with that exercise's reference present (its cell not
+replayed, its check cell binding the reference), as in the notebook, whose check falls back to the
+reference: a later exercise that builds on it is graded on its own merits. An outcome is
+``{"status": "judged", "verdict": (status, message, hint, cases passed, line)}`` or a final status with a
+message.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,8 @@ from .sandbox import SandboxRun, command, unsandboxed_command
 __all__ = ["Limits", "Plan", "execute"]
 
 _MB = 1 << 20
+#: The largest message a sandbox may send (one exercise's outputs); the grader keeps one per exercise.
+MAX_FRAME = 16 * _MB
 
 
 @dataclass
@@ -74,8 +81,9 @@ def write_job(folder: Path, plan: Plan, limits: Limits) -> None:
 class _Follower:
     """Follows one sandbox's frames, recording outcomes; says where a fresh sandbox must start."""
 
-    def __init__(self, plan: Plan, limits: Limits, deadline: float, outcomes: dict[int, dict[str, Any]]) -> None:
-        self.plan, self.limits, self.deadline, self.outcomes = plan, limits, deadline, outcomes
+    def __init__(self, plan: Plan, limits: Limits, deadline: float, outcomes: dict[int, dict[str, Any]],
+                 judge: Callable[[int, dict[str, Any], bytes], tuple]) -> None:
+        self.plan, self.limits, self.deadline, self.outcomes, self.judge = plan, limits, deadline, outcomes, judge
         self.current: int | None = None
         self.phase = "setup"
         self.until = min(deadline, time.monotonic() + limits.startup_timeout + limits.cell_timeout)
@@ -117,34 +125,43 @@ class _Follower:
             f"the sandbox stopped while {where} ran (it crashed, exited or ran out of memory)")}
         return self.current + 1
 
-    def on_frame(self, header: dict[str, Any], arrays: bytes, start: int) -> bool:
-        """Record one frame; True when the runner said it is done."""
+    def on_frame(self, header: dict[str, Any], arrays: bytes, start: int) -> str:
+        """Record one frame; ``"done"`` when the runner said so, ``"restart"`` after a failed exercise
+        (when exercises remain), else ``""``."""
         event, number = header.get("event"), header.get("exercise")
         if event == "done":
             self.phase = "done"
-            return True
+            return "done"
         valid = isinstance(number, int) and not isinstance(number, bool) and start <= number < len(
             self.plan.exercises) and self.plan.exercises[number]["cell"] is not None
         if not valid or number in self.outcomes:
-            return False
+            return ""
         if event in ("cell", "cases"):
             self.current = number
             self._set_phase(event)
         elif event == "result":
-            self.outcomes[number] = {"status": "ran", "header": header, "arrays": arrays}
-            if "cell_error" not in header:
-                self.clean.append(number)
+            verdict = self.judge(number, header, arrays)
+            self.outcomes[number] = {"status": "judged", "verdict": verdict}
             self._set_phase("between")
-        return False
+            if verdict[0] == "pass":
+                self.clean.append(number)
+            elif any(ex["cell"] is not None for ex in self.plan.exercises[number + 1:]):
+                self.phase, self.current = "done", number
+                return "restart"
+        return ""
 
 
-def _run_once(lib: Path, job: Path, work: Path, start: int, follower: _Follower) -> int:
+def _run_once(library: Callable[[frozenset[int]], Path], job: Path, work: Path, start: int,
+              follower: _Follower) -> int:
     """One sandbox from exercise ``start``; returns where the next one must start."""
     argv = [str(start), ",".join(str(n) for n in follower.clean)]
+    lib = library(frozenset(n for n, ex in enumerate(follower.plan.exercises)
+                            if ex["cell"] is not None and (n >= start or n in follower.clean)))
     limits = follower.limits
     build = (lambda fd: command(lib, job, argv, limits.disk_mb, fd)) if limits.sandbox else (
         lambda fd: unsandboxed_command(lib, job, argv))
-    run = SandboxRun(build, max_frame=96 * _MB, max_total=160 * _MB, work=work)
+    run = SandboxRun(build, max_frame=MAX_FRAME, max_total=4 * MAX_FRAME, work=work)
+    grace = 0.0
     try:
         while True:
             frame = run.next(follower.until - time.monotonic())
@@ -156,14 +173,23 @@ def _run_once(lib: Path, job: Path, work: Path, start: int, follower: _Follower)
                 header = parse_header(frame.header)
             except UntrustedData:
                 continue
-            if follower.on_frame(header, frame.arrays, start):
+            said = follower.on_frame(header, frame.arrays, start)
+            if said == "restart":
+                return int(follower.current or 0) + 1
+            if said == "done":
+                grace = 10.0  # the runner is done: let it exit (its CPU time is then accounted to the grader)
                 return len(follower.plan.exercises)
     finally:
-        run.close()
+        run.close(grace)
 
 
-def execute(lib: Path, plan: Plan, limits: Limits, deadline: float) -> tuple[dict[int, dict[str, Any]], int]:
-    """Run the plan's exercises (those with a cell); ``(outcomes by exercise number, sandboxes started)``."""
+def execute(library: Callable[[frozenset[int]], Path], plan: Plan, limits: Limits, deadline: float,
+            judge: Callable[[int, dict[str, Any], bytes], tuple]) -> tuple[dict[int, dict[str, Any]], int]:
+    """Run the plan's exercises (those with a cell); ``(outcomes by exercise number, sandboxes started)``.
+
+    ``library(withheld)`` gives the sandbox's library with the references of exercises ``withheld`` taken out;
+    ``judge(number, header, arrays)`` the verdict of one exercise's result.
+    """
     folder = Path(tempfile.mkdtemp(prefix="course-grade-"))
     outcomes: dict[int, dict[str, Any]] = {}
     starts = 0
@@ -171,14 +197,14 @@ def execute(lib: Path, plan: Plan, limits: Limits, deadline: float) -> tuple[dic
         (folder / "job").mkdir()
         (folder / "work").mkdir()
         write_job(folder / "job", plan, limits)
-        follower = _Follower(plan, limits, deadline, outcomes)
+        follower = _Follower(plan, limits, deadline, outcomes, judge)
         position = 0
         todo = [n for n, ex in enumerate(plan.exercises) if ex["cell"] is not None]
         while any(n >= position for n in todo) and deadline - time.monotonic() > 1:
             starts += 1
             follower.current, follower.phase = None, "setup"
             follower.until = min(deadline, time.monotonic() + limits.startup_timeout + limits.cell_timeout)
-            position = _run_once(lib, folder / "job", folder / "work", position, follower)
+            position = _run_once(library, folder / "job", folder / "work", position, follower)
         for number in todo:
             outcomes.setdefault(number, {"status": "timeout", "message": (
                 f"not run: the submission's time limit ({limits.total_timeout:g} s) ran out")})

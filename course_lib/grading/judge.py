@@ -57,6 +57,14 @@ def _case_error(label: str, entry: dict[str, Any], memory_mb: int) -> tuple[str,
     return "error", message, "", line
 
 
+def _hint(spec: ExerciseSpec, case: Any, got: Any) -> str:
+    """The known mistake a wrong output equals, if any (never raises, whatever ``got`` is)."""
+    try:
+        return diagnose(spec.exercise, case, got)
+    except Exception:  # noqa: BLE001
+        return ""
+
+
 def _outputs(header: dict[str, Any], blob: bytes) -> list[Any]:
     cases = header.get("cases")
     if not isinstance(cases, list):
@@ -89,10 +97,13 @@ def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: in
         if entry.get("status") != "ok":
             first = first or _case_error(case.label, entry, memory_mb)
             continue
-        problems = compare_outputs(expected, entry.get("output"), spec.exercise.atol, spec.exercise.rtol)
+        try:
+            problems = compare_outputs(expected, entry.get("output"), spec.exercise.atol, spec.exercise.rtol)
+        except Exception as err:  # noqa: BLE001 - whatever the sandbox sent, it is a wrong answer, not a crash
+            problems = [f"the output could not be compared ({type(err).__name__})"]
         if problems:
             first = first or ("fail", f"case {case.label!r}: " + "; ".join(problems[:3]),
-                              diagnose(spec.exercise, case, entry.get("output")), "")
+                              _hint(spec, case, entry.get("output")), "")
         else:
             passed += 1
     if first is None and passed == len(spec.cases):

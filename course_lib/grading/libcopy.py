@@ -58,9 +58,9 @@ def lookup(key: str) -> Any:
 
 
 def reference_key(reference: Any) -> str | None:
-    """``module.name`` of a course_lib reference defined at a module's top level, else None."""
+    """``module.name`` of a reference defined at a module's top level, else None."""
     module, qualname = getattr(reference, "__module__", ""), getattr(reference, "__qualname__", "")
-    if not module.startswith("course_lib.") or not qualname.isidentifier():
+    if not module or not qualname.isidentifier():
         return None
     return f"{module}.{qualname}"
 
@@ -92,23 +92,40 @@ def _strip_module(path: Path, keys: Iterable[str]) -> None:
     path.write_text(ast.unparse(tree) + "\n", encoding="utf-8")
 
 
-def build_library(folder: Path, references: Iterable[Any]) -> list[str]:
-    """Write the sandbox's ``course_lib`` into ``folder``; return the keys of the references withheld."""
+def _module_path(root: Path, module: str) -> Path | None:
+    """The file of ``module`` in the copy rooted at ``root`` (a module or a package), if it is there."""
+    parts = module.split(".")
+    for path in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def _copy_course(target: Path) -> None:
     source = Path(course_lib.__file__).resolve().parent
-    target = folder / "course_lib"
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "checks", "grading"))
     (target / "grading").mkdir()
     (target / "grading" / "__init__.py").write_text('"""Only what the sandbox needs of the grader."""\n')
     for name in ("codec.py", "sandbox_main.py"):
         shutil.copyfile(HERE / name, target / "grading" / name)
     (target / "_submitted.py").write_text(SUBMITTED_SOURCE, encoding="utf-8")
+
+
+def build_library(folder: Path, references: Iterable[Any], assignment: Path | None = None,
+                  checks: str = "") -> list[str]:
+    """Write the sandbox's ``course_lib`` (and an assignment's own modules from ``assignment``, its checks
+    module ``checks`` left out) into ``folder``; return the keys of the references withheld."""
+    _copy_course(folder / "course_lib")
+    if assignment is not None:
+        for path in sorted(assignment.glob("*.py")):
+            if path.stem != checks:
+                shutil.copyfile(path, folder / path.name)
     keys = [k for k in (reference_key(r) for r in references) if k]
     by_module: dict[str, list[str]] = {}
     for key in keys:
         by_module.setdefault(key.rpartition(".")[0], []).append(key)
     for module, module_keys in by_module.items():
-        path = target.joinpath(*module.split(".")[1:]).with_suffix(".py")
-        if not path.is_file():
-            path = target.joinpath(*module.split(".")[1:], "__init__.py")
-        _strip_module(path, module_keys)
+        path = _module_path(folder, module)
+        if path is not None:
+            _strip_module(path, module_keys)
     return keys

@@ -27,8 +27,8 @@ __all__ = ["UntrustedData", "parse_header", "load_arrays", "MAX_HEADER", "MAX_ME
 
 MAX_HEADER = 1 << 20
 MAX_MEMBERS = 4096
-MAX_ARRAY_BYTES = 64 << 20
-MAX_TOTAL_BYTES = 128 << 20
+MAX_ARRAY_BYTES = 32 << 20
+MAX_TOTAL_BYTES = 64 << 20
 _DTYPE_KINDS = "biuf"
 
 

@@ -220,10 +220,10 @@ def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tu
     return plan
 
 
-def _record(result: ExerciseResult, spec: Any, outcome: dict[str, Any], memory_mb: int) -> None:
-    """Put one exercise's outcome (judged here when it ran) into its report line."""
-    if outcome["status"] == "ran":
-        status, message, hint, passed, line = judge(spec, outcome["header"], outcome["arrays"], memory_mb)
+def _record(result: ExerciseResult, outcome: dict[str, Any]) -> None:
+    """Put one exercise's outcome (judged as it arrived, when it ran) into its report line."""
+    if outcome["status"] == "judged":
+        status, message, hint, passed, line = outcome["verdict"]
     else:
         status, message, hint, passed, line = outcome["status"], outcome.get("message", ""), "", 0, ""
     result.status, result.message, result.hint, result.cases_passed, result.line = status, message, hint, passed, line
@@ -249,7 +249,10 @@ def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, cours
     chosen = {n: _screen(s, cells, report.exercises[n], course, config) for n, s in enumerate(course.specs)}
     if not any(chosen.values()):
         return
-    outcomes, report.kernel_starts = execute(course.library(), _plan(course, cells, chosen), config.limits(),
-                                             started + config.total_timeout)
+    def verdict(number: int, header: dict[str, Any], blob: bytes) -> tuple:
+        return judge(course.specs[number], header, blob, config.memory_mb)
+
+    outcomes, report.kernel_starts = execute(course.library, _plan(course, cells, chosen), config.limits(),
+                                             started + config.total_timeout, verdict)
     for number, outcome in outcomes.items():
-        _record(report.exercises[number], course.specs[number], outcome, config.memory_mb)
+        _record(report.exercises[number], outcome)

@@ -1,13 +1,14 @@
 """The operating-system sandbox: one bubblewrap (``bwrap``) container per run of a submission's code.
 
-:func:`command` builds the ``bwrap`` command line: every namespace unshared (no network, its own PID
-namespace with ``bwrap`` as its init, so every process the learner starts dies with it; ``--die-with-parent``
-so it dies with the grader), an unprivileged uid/gid (65534), all capabilities dropped, a new session (no
-terminal injection), the system (``/usr``...) and the Python installation read-only, ``/etc``, ``/home``,
-``/root``, the repository and every other submission absent, a private size-limited ``/tmp`` (the working
-folder) and ``/dev/shm``, and two read-only folders of the grader's: ``/grader/lib`` (the course_lib copy
-with the references withheld, :mod:`course_lib.grading.libcopy`) and ``/grader/job`` (this submission's
-cells and its exercise's hidden inputs, nothing else). The resource limits are set by the runner itself
+:func:`command` builds the ``bwrap`` command line: every namespace unshared (no network; its own PID namespace
+whose init is the runner itself, ``--as-pid-1``: when it ends, or is killed, the kernel kills every process
+the learner started, detached or not, and the grader is accounted its CPU time; ``--die-with-parent`` so it
+dies with the grader), an unprivileged uid/gid (65534), all capabilities dropped, a new session (no terminal
+injection), the system (``/usr``...) and the Python installation read-only, ``/etc``, ``/home``, ``/root``,
+the repository and every other submission absent, a private size-limited ``/tmp`` (the working folder) and
+``/dev/shm``, and two read-only folders of the grader's: ``/grader/lib`` (the course_lib copy with the
+references withheld, :mod:`course_lib.grading.libcopy`) and ``/grader/job`` (this submission's cells and its
+exercise's hidden inputs, nothing else). The resource limits are set by the runner itself
 (:mod:`course_lib.grading.sandbox_main`) before any learner code runs.
 
 :class:`SandboxRun` starts it and reads the runner's frames from a pipe with hard limits on their size, in a
@@ -96,7 +97,7 @@ def command(lib: Path, job: Path, argv: list[str], disk_mb: int, channel: int) -
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_DEVICE": "cpu",
            "COURSE_GRADE_CHANNEL": str(channel)}
-    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
             "--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox", "--clearenv", *_system_mounts()]
     for root in roots:
         args += ["--ro-bind", root, root]
@@ -111,7 +112,8 @@ def command(lib: Path, job: Path, argv: list[str], disk_mb: int, channel: int) -
 
 def unsandboxed_command(lib: Path, job: Path, argv: list[str]) -> list[str]:
     """The runner as a plain process (``--unsafe-no-sandbox``): the same program, no isolation at all."""
-    return [sys.executable, "-P", "-s", str(lib / "course_lib" / "grading" / "sandbox_main.py"), str(job), *argv]
+    return ["env", f"PYTHONPATH={lib}", sys.executable, "-P", "-s",
+            str(lib / "course_lib" / "grading" / "sandbox_main.py"), str(job), *argv]
 
 
 @dataclass
@@ -181,8 +183,12 @@ class SandboxRun:
         except (ProcessLookupError, PermissionError, AttributeError):
             pass
 
-    def close(self) -> None:
-        """Kill the sandbox and wait for it and for the reader thread."""
+    def close(self, grace: float = 0.0) -> None:
+        """Let the sandbox end by itself for ``grace`` seconds, then kill it; wait for it and the reader."""
+        try:
+            self.proc.wait(timeout=grace) if grace > 0 else None
+        except subprocess.TimeoutExpired:
+            pass
         self.kill()
         try:
             self.proc.wait(timeout=30)

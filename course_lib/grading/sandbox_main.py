@@ -97,6 +97,19 @@ def run_cell(source: str, namespace: dict[str, Any], label: str) -> BaseExceptio
     return None
 
 
+def run_helper(source: str, namespace: dict[str, Any], label: str) -> None:
+    """Run a learner's helper cell statement by statement, as far as each goes: one failing line (an
+    import of the checks, a plot) does not stop the definitions after it."""
+    import ast
+
+    try:
+        statements = ast.parse(source).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return
+    for k, statement in enumerate(statements):
+        run_cell(ast.unparse(statement), namespace, f"{label}.{k}")
+
+
 def withheld(key: str | None) -> Any:
     """The stand-in of a withheld reference, or None (the module ``course_lib._submitted`` of the copy)."""
     if not key:
@@ -153,7 +166,7 @@ def grade_exercise(number: int, exercise: dict[str, Any], namespace: dict[str, A
 
     send({"event": "cell", "exercise": number})
     for k, helper in enumerate(exercise["helpers"]):
-        run_cell(helper, namespace, f"helper {number}.{k}")
+        run_helper(helper, namespace, f"helper {number}.{k}")
     err = run_cell(exercise["cell"], namespace, str(exercise["cell_number"]))
     if err is not None:
         send({"event": "result", "exercise": number, "cell_error": describe(err)})
@@ -173,12 +186,17 @@ def grade_exercise(number: int, exercise: dict[str, Any], namespace: dict[str, A
     send({"event": "result", "exercise": number, **status}, arrays)
 
 
+def identity_check(name: str, impl: Any, *args: Any, **kwargs: Any) -> Any:
+    """The notebook's ``check`` in the sandbox: no verdict (the grader judges), the learner's own back."""
+    return impl
+
+
 def setup(job: dict[str, Any]) -> dict[str, Any]:
     """The notebook's namespace: standard imports, the course copy's import lines, ``check`` as a no-op."""
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for line in job["setup"]:
         run_cell(line, namespace, "setup")
-    namespace["check"] = lambda name, impl, *args, **kwargs: impl
+    namespace["check"] = identity_check
     return namespace
 
 
@@ -199,11 +217,12 @@ def main(argv: list[str]) -> None:
             grade_exercise(number, exercise, namespace, job_dir)
         elif number in replay:
             for k, helper in enumerate(exercise["helpers"]):
-                run_cell(helper, namespace, f"helper {number}.{k}")
+                run_helper(helper, namespace, f"helper {number}.{k}")
             if run_cell(exercise["cell"], namespace, str(exercise["cell_number"])) is None:
                 provide(exercise, namespace)
         if exercise["target"] not in namespace and withheld(exercise.get("key")) is not None:
             namespace[exercise["target"]] = withheld(exercise.get("key"))  # says why it cannot be used
+        namespace["check"] = identity_check
         run_cell(exercise["check"], namespace, "check")
     send({"event": "done"})
 
