@@ -1,10 +1,12 @@
 """Grading throughput: submissions per minute for a notebook with five exercises (target: >= 10 on 2 cores).
 
 Grades a class of submissions of the five-exercise assignment in ``tests/grading_fixtures/fx_assignment/``
-with the real command path (``course_lib.grading.cli.grade_many``: a fresh memory-limited kernel per
-submission, static policy, hidden cases, reports and CSV written). The class is a realistic mix: 60 % fully
-solved, 20 % with one wrong exercise, 20 % with two exercises left as stubs. Attacks are not part of the mix:
-a submission that loops forever costs its time limit by design (measured separately below, once).
+with the real command path (``course_lib.grading.cli.grade_many``: a fresh bubblewrap sandbox per
+submission, static policy, hidden cases, reports and CSV written). The same class is also graded
+without the sandbox (``--unsafe-no-sandbox``: the same runner as a plain process) to report the sandbox's
+own overhead. The class is a realistic mix: 60 % fully solved, 20 % with one wrong exercise, 20 % with two
+exercises left as stubs. Attacks are not part of the mix: a submission that loops forever costs its time
+limit by design (measured separately below, once).
 
 Each configuration (``--jobs 1`` and ``--jobs 2``) is repeated; the table quotes the median and the range.
 
@@ -66,24 +68,24 @@ def make_class(folder: Path, n: int) -> list[Path]:
 
 
 def _cpu_seconds() -> float:
-    """CPU time of this process and of its finished children (the kernels), user + system."""
+    """CPU time of this process and of its finished children (the sandboxes), user + system."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def run_once(paths: list[Path], jobs: int, out: Path) -> tuple[float, float, list]:
-    """Wall seconds, CPU seconds (grader + kernels) and the reports of one grading run."""
+def run_once(paths: list[Path], jobs: int, out: Path, sandbox: bool = True) -> tuple[float, float, list]:
+    """Wall seconds, CPU seconds (grader + sandboxes) and the reports of one grading run."""
     from course_lib.grading.cli import grade_many
     from course_lib.grading.runner import GradeConfig
 
-    config = GradeConfig(source=FX, seed=0)
+    config = GradeConfig(source=FX, seed=0, sandbox=sandbox)
     cpu, start = _cpu_seconds(), time.perf_counter()
     reports = grade_many(paths, config, out, jobs=jobs, quiet=True)
     return time.perf_counter() - start, _cpu_seconds() - cpu, reports
 
 
 def attack_once(folder: Path, out: Path) -> tuple[float, int]:
-    """Seconds to grade one submission whose exercises loop, exit and blank cells (policy off, 10 s/cell)."""
+    """Seconds to grade one submission whose exercises loop and exit (policy off, 10 s per cell)."""
     from course_lib.exercises.notebooks import exercise_cells, solve
     from course_lib.grading.runner import GradeConfig, grade_submission
 
@@ -96,6 +98,21 @@ def attack_once(folder: Path, out: Path) -> tuple[float, int]:
     start = time.perf_counter()
     report = grade_submission(path, GradeConfig(source=FX, seed=0, cell_timeout=10, policy=False))
     return time.perf_counter() - start, report.kernel_starts
+
+
+def measure(paths: list[Path], folder: Path, jobs: int, repeats: int, sandbox: bool) -> dict:
+    """Median rate and CPU per submission of ``repeats`` runs of one configuration."""
+    rates, cpus, totals = [], [], None
+    for r in range(repeats):
+        seconds, cpu, reports = run_once(paths, jobs, folder / f"out-{jobs}-{sandbox}-{r}", sandbox)
+        rates.append(len(paths) / seconds * 60)
+        cpus.append(cpu / len(paths))
+        totals = [rep.total for rep in reports]
+        print(f"jobs={jobs} sandbox={sandbox} repeat {r + 1}: {len(paths)} submissions in {seconds:.1f} s "
+              f"= {rates[-1]:.1f}/min, {cpus[-1]:.2f} CPU s each", flush=True)
+    return {"jobs": jobs, "sandbox": sandbox, "submissions": len(paths), "repeats": repeats,
+            "median_per_min": statistics.median(rates), "min_per_min": min(rates), "max_per_min": max(rates),
+            "cpu_s_per_submission": statistics.median(cpus), "scores": totals}
 
 
 def main() -> int:
@@ -114,34 +131,30 @@ def main() -> int:
         folder = Path(tmp)
         paths = make_class(folder, args.submissions)
         for jobs in args.jobs:
-            rates, cpus, totals = [], [], None
-            for r in range(args.repeats):
-                seconds, cpu, reports = run_once(paths, jobs, folder / f"out-{jobs}-{r}")
-                rates.append(len(paths) / seconds * 60)
-                cpus.append(cpu / len(paths))
-                totals = [rep.total for rep in reports]
-                print(f"jobs={jobs} repeat {r + 1}: {len(paths)} submissions in {seconds:.1f} s "
-                      f"= {rates[-1]:.1f}/min, {cpus[-1]:.2f} CPU s each", flush=True)
-            rows.append({"jobs": jobs, "submissions": len(paths), "repeats": args.repeats,
-                         "median_per_min": statistics.median(rates), "min_per_min": min(rates),
-                         "max_per_min": max(rates), "cpu_s_per_submission": statistics.median(cpus),
-                         "scores": totals})
+            rows.append(measure(paths, folder, jobs, args.repeats, sandbox=True))
+        bare = measure(paths, folder, max(args.jobs), args.repeats, sandbox=False)
         attack_s, attack_starts = attack_once(folder, folder / "out-attack")
     best = max(rows, key=lambda r: r["median_per_min"])
+    same = next(r for r in rows if r["jobs"] == bare["jobs"])
+    overhead_wall = 60 / same["median_per_min"] - 60 / bare["median_per_min"]
+    overhead_cpu = same["cpu_s_per_submission"] - bare["cpu_s_per_submission"]
     verdict = "meets" if best["median_per_min"] >= TARGET_PER_MINUTE else "misses"
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "grading.json").write_text(json.dumps({"machine": info, "rows": rows, "attack_s": attack_s,
-                                                       "attack_kernel_starts": attack_starts}, indent=2))
+    (RESULTS / "grading.json").write_text(json.dumps({"machine": info, "rows": rows, "unsandboxed": bare,
+                                                       "sandbox_overhead_wall_s": overhead_wall,
+                                                       "sandbox_overhead_cpu_s": overhead_cpu, "attack_s": attack_s,
+                                                       "attack_sandbox_starts": attack_starts}, indent=2))
     lines = ["# Grading throughput", "",
              "Submissions of the five-exercise assignment (`tests/grading_fixtures/fx_assignment/`) graded by "
-             "`course_lib.grading.cli.grade_many` exactly as `course-grade` does (fresh kernel per submission, "
-             "1024 MB memory limit, static policy, hidden cases, JSON/Markdown/CSV reports). Class mix: 60 % "
-             "solved, 20 % one wrong exercise, 20 % two stubs. Produced by `benchmarks/bench_grading.py`"
+             "`course_lib.grading.cli.grade_many` exactly as `course-grade` does (a fresh bubblewrap sandbox "
+             "per submission, 1024 MB memory limit, static policy, hidden cases, JSON/Markdown/CSV reports). "
+             "Class mix: 60 % solved, 20 % one wrong exercise, 20 % two stubs. Produced by "
+             "`benchmarks/bench_grading.py`"
              + (" --quick" if args.quick else "") + ".", "",
              markdown_machine(info), "",
              load_note(busy_before) + " Numbers are medians of the repeats, with the range.", "",
              "| parallel jobs | submissions | repeats | submissions / minute (median) | range | CPU s per "
-             "submission (grader + kernel) | bound on 2 idle cores |",
+             "submission (grader + sandbox) | bound on 2 idle cores |",
              "|---|---|---|---|---|---|---|"]
     for row in rows:
         bound = 2 * 60 / row["cpu_s_per_submission"] if row["cpu_s_per_submission"] > 0 else float("nan")
@@ -150,12 +163,16 @@ def main() -> int:
                      f"{row['cpu_s_per_submission']:.2f} | {bound:.0f}/min |")
     lines += ["", f"Target: at least {TARGET_PER_MINUTE:g} submissions per minute on 2 cores; the best configuration "
               f"(`--jobs {best['jobs']}`) {verdict} it with a median of {best['median_per_min']:.1f}/min.", "",
-              "The CPU time per submission (user + system, of the grader and of its kernels, from `getrusage`) "
-              "does not depend on how busy the machine is; 2 cores x 60 s divided by it bounds what an idle "
-              "2-core machine can do (kernel start-up, mostly `import torch`, dominates it).", "",
+              f"Sandbox overhead: the same class with `--jobs {bare['jobs']}` and `--unsafe-no-sandbox` (the same "
+              f"runner as a plain process) graded at {bare['median_per_min']:.1f}/min with "
+              f"{bare['cpu_s_per_submission']:.2f} CPU s per submission: the sandbox costs {overhead_wall:+.2f} s of "
+              f"wall time and {overhead_cpu:+.2f} CPU s per submission (measured under the load stated above).", "",
+              "The CPU time per submission (user + system, of the grader and of its sandboxes, from `getrusage`) "
+              "does not depend much on how busy the machine is; 2 cores x 60 s divided by it bounds what an idle "
+              "2-core machine can do (the sandbox's start, mostly `import torch`, dominates it).", "",
               f"One attacking submission (an endless loop in one exercise, `os._exit` in another; policy off, "
-              f"10 s per cell) took {attack_s:.1f} s with {attack_starts} kernel starts: the loop costs its "
-              "per-cell limit, each restart a kernel start.", ""]
+              f"10 s per cell) took {attack_s:.1f} s with {attack_starts} sandbox starts: the loop costs its "
+              "per-cell limit, each restart a sandbox start.", ""]
     (RESULTS / "grading.md").write_text("\n".join(lines))
     print(f"RESULT grading throughput: {best['median_per_min']:.1f} submissions/min (jobs={best['jobs']}), "
           f"target {TARGET_PER_MINUTE:g}: {verdict}")

@@ -7,9 +7,6 @@ one), and the softmax tripwire of notebook 00 works in the check and in the grad
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -106,25 +103,26 @@ def test_softmax_call_fails_the_check_and_later_checks_may_use_it() -> None:
     assert run_check("scaled_dot_product_attention", get_exercise("scaled_dot_product_attention").reference).passed
 
 
-def test_grader_kernel_side_trips_on_softmax(tmp_path: Path) -> None:
-    """The grading harness runs the same declaration: a manifest carries the forbidden calls to the kernel."""
-    from course_lib.grading import harness as H
+def test_grader_sandbox_side_trips_on_softmax() -> None:
+    """The grader's sandbox runs the same declaration: its job carries the forbidden calls to run_case."""
+    from course_lib.grading.codec import encode_cases
+    from course_lib.grading.sandbox_main import run_cases
 
     ex = get_exercise("stable_softmax")
-    arrays, described = H.encode_cases(ex.cases("hidden", seed=11))
-    manifest = {"stem": "ex0", "nonce": "n0", "exercise": ex.name, "target": "stable_softmax",
-                "grad": ex.grad, "differentiable": ex.differentiable, "cases": described,
-                "forbidden": list(ex.forbidden_calls), "reference": None}
-    path = H.write_inputs(tmp_path, "ex0", manifest, arrays)
+    arrays, described = encode_cases(ex.cases("hidden", seed=11))
+    job = {"cases": described, "grad": ex.grad, "differentiable": ex.differentiable,
+           "forbidden": list(ex.forbidden_calls)}
 
     def library(x, dim=-1):
         return torch.softmax(x, dim=dim)
 
-    H.run(str(path), {"stable_softmax": library})
-    result = json.loads((tmp_path / "ex0.result.json").read_text())
+    result, _ = run_cases(job, library, arrays)
     assert result["cases"] and all(c["status"] == "error" and "ForbiddenCallError" in c["error"]
                                    for c in result["cases"])
-    H.run(str(path), {"stable_softmax": lambda x, dim=-1: (lambda e: e / e.sum(dim, keepdim=True))(
-        torch.exp(x - x.amax(dim=dim, keepdim=True)))})
-    result = json.loads((tmp_path / "ex0.result.json").read_text())
+
+    def own(x, dim=-1):
+        e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+        return e / e.sum(dim, keepdim=True)
+
+    result, _ = run_cases(job, own, arrays)
     assert all(c["status"] == "ok" for c in result["cases"])

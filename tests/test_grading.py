@@ -1,17 +1,23 @@
 """The grading command, attacked: every submission is graded as it should be, and a report is always written.
 
-Fixtures are built here from the committed ``notebooks/00_welcome.ipynb`` (one exercise) and from the
+Fixtures are built here from the committed ``notebooks/00_welcome.ipynb`` (one exercise), from the
 five-exercise assignment in ``tests/grading_fixtures/fx_assignment/`` (to prove that one attacked exercise
-costs only its own points). Tests that start kernels are marked ``slow``; they share runs where they can
-(a kernel start costs seconds: grading runs ~13 kernels in all).
+costs only its own points) and from the attacks in ``tests/grading_fixtures/attacks/`` (graded in the
+bubblewrap sandbox with the static policy off: the sandbox alone must hold). Tests that start sandboxes are
+marked ``slow``; they share runs where they can (a sandbox start, mostly ``import torch``, costs seconds).
 """
 
 from __future__ import annotations
 
 import copy
 import csv
+import io
 import json
+import os
+import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
 
 import nbformat
@@ -22,10 +28,13 @@ from nbtools import load
 
 from course_lib.basics import stable_softmax
 from course_lib.exercises.notebooks import exercise_cells, solve
-from course_lib.grading import harness as H
+from course_lib.grading import codec as H
 from course_lib.grading.cli import grade_many, main
 from course_lib.grading.policy import check_source, setup_namespace
+from course_lib.grading.report import csv_safe, escape_markdown
+from course_lib.grading.results import UntrustedData, load_arrays, parse_header
 from course_lib.grading.runner import STANDARD_IMPORTS, GradeConfig, grade_submission, read_submission
+from course_lib.grading.sandbox import SandboxUnavailable, probe
 
 NB00 = ROOT / "notebooks" / "00_welcome.ipynb"
 FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
@@ -186,18 +195,60 @@ def test_cases_round_trip_as_plain_arrays(tmp_path: Path) -> None:
         H.encode_cases([Case("bad", args=(object(),))])
 
 
-def test_outputs_need_the_nonce_and_are_never_unpickled(tmp_path: Path) -> None:
-    (tmp_path / "s.result.json").write_text(json.dumps({"nonce": "right", "cases": [
-        {"status": "ok", "output": {"t": "ndarray", "key": "a0"}}]}))
-    np.savez(tmp_path / "s.out.npz", a0=np.arange(3))
-    assert H.read_outputs(tmp_path, "s", "wrong") is None
-    got = H.read_outputs(tmp_path, "s", "right")
-    assert np.array_equal(got["cases"][0]["output"], np.arange(3))
-    np.savez(tmp_path / "s.out.npz", a0=np.array([object()], dtype=object))  # a pickle inside the npz
-    assert H.read_outputs(tmp_path, "s", "right") is None
+def _npz(**arrays) -> bytes:
+    blob = io.BytesIO()
+    np.savez(blob, **arrays)
+    return blob.getvalue()
+
+
+def _bomb(megabytes: int, declared: int | None = None) -> bytes:
+    """A deflate bomb: an .npz whose one member expands to ``megabytes`` of zeros."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
+                                                  "shape": ((megabytes << 20) // 8,)})
+    blob = io.BytesIO()
+    with zipfile.ZipFile(blob, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        with z.open("a0.npy", "w", force_zip64=True) as f:
+            f.write(header.getvalue())
+            for _ in range(megabytes):
+                f.write(bytes(1 << 20))
+    data = blob.getvalue()
+    if declared is not None:  # lie in the central directory about the size
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            size = z.infolist()[0].file_size
+        data = data.replace(size.to_bytes(8, "little"), declared.to_bytes(8, "little"))
+    return data
+
+
+def test_outputs_are_loaded_with_limits_and_never_unpickled() -> None:
+    assert np.array_equal(load_arrays(_npz(a0=np.arange(3)))["a0"], np.arange(3))
+    with pytest.raises(UntrustedData):
+        load_arrays(_npz(a0=np.array([object()], dtype=object)))  # a pickle inside the npz
+    with pytest.raises(UntrustedData):
+        load_arrays(_npz(a0=np.array(["text"])))  # only bool, int, float
+    with pytest.raises(UntrustedData, match="declares"):
+        load_arrays(_bomb(80))
+    with pytest.raises(UntrustedData):
+        load_arrays(_bomb(80, declared=1000))  # the stream is capped whatever the header says
+    with pytest.raises(UntrustedData):
+        load_arrays(b"PK\x03\x04 not a zip")
+    with pytest.raises(UntrustedData):
+        parse_header(b"[" * 100_000 + b"]" * 100_000)
+    assert parse_header(json.dumps({"s": "\udc80"}).encode())["s"] == "\udc80"
     spoof = H.encode_value(type("Always", (), {"__eq__": lambda s, o: True})(), {}, strict=False)
     assert spoof["t"] == "unsupported"
     assert H.decode_value(spoof, {}, as_torch=False) != np.zeros(1)
+
+
+def test_reports_escape_markdown_html_csv_and_any_string() -> None:
+    forged = "x |\n**Score: 1 / 1** <img src=x onerror=alert(1)>\n# A+ `code` [link](http://x)"
+    text = escape_markdown(forged)
+    assert "\n" not in text and "<img" not in text and "&lt;img" in text and "\\|" in text and "\\*\\*" in text
+    assert "\\#" in text and "\\[link\\]" in text
+    assert escape_markdown("\udc80 ok") == "? ok"
+    for formula in ("=HYPERLINK(\"http://x\")", "+1", "-1+2", "@SUM(A1)", "\tx", "\rx"):
+        assert csv_safe(formula).startswith("'"), formula
+    assert csv_safe(1.5) == 1.5 and csv_safe("fine") == "fine"
 
 
 def test_unreadable_submissions_are_described_not_raised(tmp_path: Path) -> None:
@@ -218,6 +269,15 @@ def test_unreadable_submissions_are_described_not_raised(tmp_path: Path) -> None
     big = tmp_path / "big.ipynb"
     big.write_bytes(b" " * (2 << 20))
     assert "over the grader's limit" in read_submission(big, 1 << 20)[3]
+    fifo = tmp_path / "fifo.ipynb"
+    os.mkfifo(fifo)
+    assert "not a regular file" in read_submission(fifo, 1 << 20)[3]  # returns at once: never opened to read
+    link = tmp_path / "link.ipynb"
+    link.symlink_to("/etc/hostname")
+    assert "not a regular file" in read_submission(link, 1 << 20)[3]
+    bom = tmp_path / "bom.ipynb"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps({"cells": [{"cell_type": "code", "source": "x"}]}).encode())
+    assert read_submission(bom, 1 << 20)[1:4:2] == ([(0, "x")], "")
 
 
 def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Path, capsys) -> None:
@@ -395,21 +455,21 @@ RUNTIME_ATTACKS = {
 
 @pytest.mark.slow
 def test_runtime_defences_alone_contain_loops_exits_and_hooks(fx_nb, tmp_path: Path) -> None:
-    """Policy OFF: the kernel must be restarted after each attack, and the clean exercises still graded."""
+    """Policy OFF: the sandbox must be restarted after each attack, and the clean exercises still graded."""
     solved = solve(fx_nb)
     sources = {n: cell.source for n, (_, cell, _) in enumerate(exercise_cells(solved))}
     sources.update({n: src for n, (src, _) in RUNTIME_ATTACKS.items()})
     got = _fx_grade(_with_exercises(fx_nb, sources), tmp_path, "fx_runtime", policy=False)
     assert got["fx_scaled_scores"][:2] == ("pass", 1.0) and got["fx_masked_mean"][:2] == ("pass", 1.0), got
     assert got["fx_causal_mask"][:2] == ("timeout", 0.0)
-    assert got["fx_attend"][:2] == ("error", 0.0) and "stopped the kernel" in got["fx_attend"][2]
-    assert got["fx_scale"][:2] == ("error", 0.0) and "harness" in got["fx_scale"][2]
-    assert got["total"] == 2 and got["starts"] == 4, got
+    assert got["fx_attend"][:2] == ("error", 0.0) and "sandbox stopped" in got["fx_attend"][2]
+    assert got["fx_scale"][:2] == ("error", 0.0) and "get_ipython" in got["fx_scale"][2]  # no IPython at all
+    assert got["total"] == 2 and got["starts"] == 3, got
 
 
 @pytest.mark.slow
 def test_runtime_defences_alone_contain_patches_reference_calls_memory_files_and_spoofs(fx_nb, tmp_path) -> None:
-    """Policy OFF, one kernel: nothing the kernel does can make a wrong answer pass."""
+    """Policy OFF, one sandbox: nothing the sandbox does can make a wrong answer pass."""
     solved = solve(fx_nb)
     sources = {n: cell.source for n, (_, cell, _) in enumerate(exercise_cells(solved))}
     sources.update({
@@ -423,9 +483,10 @@ def test_runtime_defences_alone_contain_patches_reference_calls_memory_files_and
     sources[3] = sources[3].replace("return x * self.weight", "return x * float(len(open('/etc/hostname').read()))")
     got = _fx_grade(_with_exercises(fx_nb, sources), tmp_path, "fx_runtime2", policy=False)
     assert got["fx_scaled_scores"][:2] == ("fail", 0.0), got
-    assert got["fx_causal_mask"][:2] == ("forbidden", 0.0) and "reference" in got["fx_causal_mask"][2]
+    # the assignment's checks module (its references, its hidden cases) is not in the sandbox at all
+    assert got["fx_causal_mask"][:2] == ("error", 0.0) and "fx_checks" in got["fx_causal_mask"][2], got
     assert got["fx_attend"][:2] == ("error", 0.0) and "memory limit" in got["fx_attend"][2]
-    assert got["fx_scale"][:2] == ("error", 0.0) and "does not allow reading" in got["fx_scale"][2]
+    assert got["fx_scale"][:2] == ("error", 0.0) and "FileNotFoundError" in got["fx_scale"][2]
     assert got["fx_masked_mean"][:2] == ("fail", 0.0)
     assert got["total"] == 0 and got["starts"] == 1
 
@@ -433,8 +494,8 @@ def test_runtime_defences_alone_contain_patches_reference_calls_memory_files_and
 @pytest.mark.slow
 def test_runtime_defences_alone_stop_module_shadowing_and_answers_computed_by_the_reference(fx_nb, tmp_path) -> None:
     """Policy OFF (found by a red-team review): a numpy.py written into the working folder before a forced
-    restart must not shadow NumPy for the grader's setup, and the reference is disabled while its own
-    exercise cell runs (so a table of its answers cannot be computed ahead of the hidden cases)."""
+    restart must not shadow NumPy for the next sandbox, and the reference is absent while its own exercise
+    cell runs (so a table of its answers cannot be computed ahead of the hidden cases)."""
     solved = solve(fx_nb)
     sources = {n: cell.source for n, (_, cell, _) in enumerate(exercise_cells(solved))}
     sources[0] = ("def fx_scaled_scores(q, k):\n    return q\n"
@@ -444,7 +505,7 @@ def test_runtime_defences_alone_stop_module_shadowing_and_answers_computed_by_th
                   "def fx_causal_mask(n):\n    return _T[n]\n")
     got = _fx_grade(_with_exercises(fx_nb, sources), tmp_path, "fx_shadow", policy=False)
     assert got["fx_scaled_scores"][:2] == ("timeout", 0.0), got
-    assert got["fx_causal_mask"][:2] == ("error", 0.0) and "disabled" in got["fx_causal_mask"][2], got
+    assert got["fx_causal_mask"][:2] == ("error", 0.0) and "fx_checks" in got["fx_causal_mask"][2], got
     for name in ("fx_attend", "fx_scale", "fx_masked_mean"):  # graded after the restart: setup was not shadowed
         assert got[name][0] == "pass", got
     assert got["starts"] == 2
@@ -459,3 +520,195 @@ def test_with_the_policy_on_only_the_refused_exercises_lose_points(fx_nb, tmp_pa
     got = _fx_grade(_with_exercises(fx_nb, sources), tmp_path, "fx_policy")
     assert got["fx_causal_mask"][0] == "forbidden" and got["fx_attend"][0] == "forbidden", got
     assert got["total"] == 3 and got["starts"] == 1
+
+
+# ---------------------------------------------------------------------------------------------------
+# The sandbox: every attack class of tests/grading_fixtures/attacks, honest students, file names
+# ---------------------------------------------------------------------------------------------------
+
+ATTACKS = ROOT / "tests" / "grading_fixtures" / "attacks"
+ATTACK_FILES = sorted(ATTACKS.glob("*.py"))
+
+
+def _expected(path: Path) -> set[str]:
+    first = path.read_text().splitlines()[0]
+    assert first.startswith("# expect: "), path
+    return set(first.removeprefix("# expect: ").split(","))
+
+
+def _sandbox_processes() -> list[str]:
+    """Command lines of processes still running the sandbox's runner or an attack's shell."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if "sandbox_main.py" in cmd or "echo hacked" in cmd or "bwrap --unshare-all" in cmd:
+            found.append(cmd[:200])
+    return found
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory) -> dict:
+    """Every attack graded in one run (policy OFF, --jobs 2), each next to an honest, solved neighbour."""
+    folder = tmp_path_factory.mktemp("attacks")
+    out, canary = folder / "out", folder / "canary"
+    nb = load(NB00)
+    paths = []
+    for n, attack in enumerate(ATTACK_FILES):
+        source = attack.read_text().replace("{OUT}", str(out)).replace("{CANARY}", str(canary))
+        source = source.replace("{REPO}", str(ROOT))
+        if attack.stem == "huge_cell":
+            source += "\n" + "# padding\n" * 650_000  # 6.5 MB
+        paths.append(_write(_with_exercises(nb, {0: source}), folder, f"00_welcome_{attack.stem}"))
+        if n % 6 == 0:
+            paths.append(_write(solve(nb), folder, f"00_welcome_honest{n}"))
+    started = time.monotonic()
+    reports = grade_many(paths, GradeConfig(**{**CONFIG, "cell_timeout": 15.0}, policy=False), out, jobs=2,
+                         quiet=True)
+    elapsed = time.monotonic() - started
+    processes = _sandbox_processes()
+    csv_before = (out / "grades.csv").read_bytes()
+    time.sleep(4)  # a detached process would act now
+    return {"reports": {p.stem.removeprefix("00_welcome_"): r for p, r in zip(paths, reports, strict=True)},
+            "out": out, "canary": canary, "folder": folder, "processes": processes, "elapsed": elapsed,
+            "csv_before": csv_before, "csv_after": (out / "grades.csv").read_bytes()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attack", ATTACK_FILES, ids=[p.stem for p in ATTACK_FILES])
+def test_an_attack_gains_nothing_and_gets_a_report(attacked, attack: Path) -> None:
+    report = attacked["reports"][attack.stem]
+    result = report.exercises[0]
+    assert report.total == 0 and result.score == 0, (result.status, result.message)
+    assert result.status in _expected(attack), (result.status, result.message)
+    assert (attacked["out"] / f"00_welcome_{attack.stem}.json").is_file()
+    assert (attacked["out"] / f"00_welcome_{attack.stem}.md").is_file()
+
+
+@pytest.mark.slow
+def test_attacks_change_no_other_grade_leave_no_process_and_no_file(attacked) -> None:
+    honest = {k: r for k, r in attacked["reports"].items() if k.startswith("honest")}
+    assert honest and all(r.total == r.max_total == 1 for r in honest.values()), {
+        k: r.exercises[0].message for k, r in honest.items()}
+    assert attacked["processes"] == [], attacked["processes"]
+    assert _sandbox_processes() == []
+    assert attacked["csv_after"] == attacked["csv_before"] and b"hacked" not in attacked["csv_after"]
+    assert b"hacked" not in (attacked["out"] / "summary.csv").read_bytes()
+    assert not list(attacked["folder"].glob("canary*")), list(attacked["folder"].glob("canary*"))
+    assert (ROOT / "README.md").is_file()
+    assert not list(Path("/tmp").glob("*.ipynb.moved")) and not list(attacked["folder"].glob("*.moved"))
+    rows = list(csv.DictReader((attacked["out"] / "grades.csv").open(encoding="utf-8")))
+    assert len(rows) == len(attacked["reports"])
+
+
+@pytest.mark.slow
+def test_attack_reports_say_what_happened(attacked) -> None:
+    reports = attacked["reports"]
+    assert "too large" in reports["huge_cell"].exercises[0].message
+    assert "broke the grader's limits" in reports["bomb"].exercises[0].message
+    assert "over the grader's limit" in reports["endless_output"].exercises[0].message
+    assert "not connected" in reports["numpy_requires_grad"].exercises[0].message
+    held = reports["memfd"].exercises[0].message  # bounded by 32 files of 8 MB, and by the address space
+    memfd, maps = int(held.split("held ")[1].split(" MB")[0]), int(held.split(" and ")[1].split(" MB")[0])
+    assert memfd <= 256 and maps < CONFIG["memory_mb"] + 1024, held
+    assert "wrote" in reports["disk_fill"].exercises[0].message
+    assert int(reports["disk_fill"].exercises[0].message.split("wrote ")[1].split(" MB")[0]) <= 64
+    assert "done" not in reports["files_outside"].exercises[0].message.split(": ", 1)[1]
+    markdown = (attacked["out"] / "00_welcome_forge_report.md").read_text(encoding="utf-8")
+    assert "<img" not in markdown and markdown.count("Score:") == 1 and "\n# Grading report: A+" not in markdown
+    assert "\\udc80" in (attacked["out"] / "00_welcome_surrogate.json").read_text(encoding="ascii")
+
+
+@pytest.mark.slow
+def test_the_graders_memory_stays_bounded_with_the_bomb_and_the_huge_cell(tmp_path: Path) -> None:
+    """The grader in a process of its own: its peak resident memory with the bomb and the 6.5 MB cell."""
+    nb = load(NB00)
+    bomb = (ATTACKS / "bomb.py").read_text()
+    huge = (ATTACKS / "huge_cell.py").read_text() + "\n" + "# padding\n" * 650_000
+    for name, source in (("bomb", bomb), ("huge", huge)):
+        _write(_with_exercises(nb, {0: source}), tmp_path, f"00_welcome_{name}")
+    code = ("import resource, sys\nfrom course_lib.grading.cli import main\n"
+            f"main([{str(tmp_path)!r}, '--out', {str(tmp_path / 'out')!r}, '--no-policy', '--quiet'])\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}, cwd=ROOT)
+    peak_mb = int(done.stdout.strip().splitlines()[-1])
+    assert peak_mb < 1024, peak_mb  # the grader alone (torch imported): about 0.3 GB; was 3.5 GB with the bomb
+    for name in ("bomb", "huge"):
+        assert json.loads((tmp_path / "out" / f"00_welcome_{name}.json").read_text())["total"] == 0
+
+
+def _nb04_with(source: str) -> nbformat.NotebookNode:
+    nb = solve(load(ROOT / "notebooks" / "04_masking.ipynb"))
+    for _, cell, name in exercise_cells(nb):
+        if name == "padding_mask":
+            cell.source = source
+    return nb
+
+
+@pytest.mark.slow
+def test_honest_students_are_graded_as_they_meant(tmp_path: Path) -> None:
+    """A BOM, helpers in their own cell, the stub left above a solution in a new cell, a notebook global
+    (PAD) as a default, and file names of any bytes: full marks; a FIFO gets a report."""
+    nb = load(NB00)
+    solved = solve(nb)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    with_bom = folder / "00_welcome_bom.ipynb"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + nbformat.writes(solved).encode())
+    shifted = "    return _normalise(torch.exp(x - x.amax(dim=dim, keepdim=True)), dim)\n"
+    helper = _with_exercises(nb, {0: HDR + shifted})
+    index = next(i for i, _, _ in exercise_cells(helper))
+    helper.cells.insert(index, nbformat.v4.new_code_cell("def _normalise(e, dim):\n    return e / e.sum(dim=dim, "
+                                                         "keepdim=True)\n"))
+    _write(helper, folder, "00_welcome_helper_cell")
+    beside = copy.deepcopy(nb)  # the stub untouched, the solution in a new cell below it
+    index = next(i for i, _, _ in exercise_cells(beside))
+    beside.cells.insert(index + 1, nbformat.v4.new_code_cell(next(c.source for _, c, _ in exercise_cells(solved))))
+    _write(beside, folder, "00_welcome_stub_beside")
+    pad = _nb04_with("def padding_mask(tokens: torch.Tensor, pad_id: int = PAD) -> torch.Tensor:\n"
+                     "    return (tokens != pad_id)[:, None, None, :]\n")
+    _write(pad, folder, "04_masking_pad_default")
+    _write(solved, folder, "00_welcome_=HYPERLINK(x)")
+    odd = os.fsencode(str(folder)) + b"/00_welcome_\xff\xfe.ipynb"
+    with open(odd, "wb") as f:
+        f.write(nbformat.writes(solved).encode())
+    os.mkfifo(folder / "00_welcome_fifo.ipynb")
+    out = tmp_path / "out"
+    assert main([str(folder), "--out", str(out), "--quiet", "--jobs", "2", "--seed", "3"]) == 0
+    reports = {json.loads(p.read_text())["submission"].rsplit("/", 1)[1]: json.loads(p.read_text())
+               for p in out.glob("*.json")}
+    for name, rep in reports.items():
+        if "fifo" in name:
+            assert rep["status"] == "unreadable" and "not a regular file" in rep["message"]
+        elif name.startswith("04_masking"):
+            ex = {e["exercise"]: e for e in rep["exercises"]}
+            assert ex["padding_mask"]["status"] == "pass", ex["padding_mask"]
+        else:
+            assert rep["total"] == rep["max_total"] == 1, (name, rep["exercises"][0]["message"])
+    assert "00_welcome_\\xff\\xfe.ipynb" in reports
+    summary = (out / "summary.csv").read_text(encoding="utf-8")
+    assert "'" + str(folder / "00_welcome_=HYPERLINK") not in summary  # the path starts with '/'...
+    assert ",=" not in summary and "\n=" not in summary
+
+
+def test_without_bubblewrap_the_command_refuses_and_says_what_to_install(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    with pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        probe()
+    stub = _write(load(NB00), tmp_path, "00_welcome_stub")
+    assert main([str(stub), "--out", str(tmp_path / "out")]) == 2
+    assert "apt-get install bubblewrap" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_without_a_sandbox_every_report_says_so(tmp_path: Path) -> None:
+    solved = _write(solve(load(NB00)), tmp_path, "00_welcome_solved")
+    assert main([str(solved), "--out", str(tmp_path / "out"), "--unsafe-no-sandbox", "--quiet"]) == 0
+    report = json.loads((tmp_path / "out" / "00_welcome_solved.json").read_text())
+    assert report["total"] == 1 and report["sandbox"] is False and "WITHOUT a sandbox" in report["message"]
+    assert "Graded without a sandbox" in (tmp_path / "out" / "00_welcome_solved.md").read_text()
+    assert ",NO," in (tmp_path / "out" / "summary.csv").read_text()

@@ -296,14 +296,31 @@ def _floating_tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _backpropagate(out: Any) -> None:
-    """Raise :class:`NotDifferentiableError` unless gradients flow back from every floating output."""
+def _reaches(tensor: torch.Tensor, sources: list[torch.Tensor]) -> bool:
+    """Whether ``tensor``'s autograd graph leads back to one of ``sources`` (inputs or a module's weights)."""
+    nodes = {id(s.grad_fn) for s in sources if s.grad_fn is not None}
+    leaves = {id(s) for s in sources if s.grad_fn is None}
+    stack, seen = [tensor.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if id(node) in nodes or id(getattr(node, "variable", None)) in leaves:
+            return True
+        stack.extend(n for n, _ in node.next_functions)
+    return id(tensor) in leaves
+
+
+def _backpropagate(out: Any, sources: list[torch.Tensor] | None = None) -> None:
+    """Raise :class:`NotDifferentiableError` unless gradients flow back from every floating output (to the
+    inputs or the module's weights, when ``sources`` names them: NumPy then ``.requires_grad_()`` does not)."""
     outputs = _floating_tensors(out)
     for i, t in enumerate(outputs):
-        if not t.requires_grad and bool(torch.count_nonzero(t.detach())):  # a constant 0 is allowed
+        if bool(torch.count_nonzero(t.detach())) and not (t.requires_grad and (not sources or _reaches(t, sources))):
             raise NotDifferentiableError(
-                f"output {i} is not connected to the inputs' gradients (it does not require grad): the "
-                f"result is right but a model trained through it would not learn")
+                f"output {i} is not connected to the inputs' gradients (it was computed off the autograd graph): "
+                f"the result is right but a model trained through it would not learn")
     connected = [t for t in outputs if t.requires_grad]
     if not connected:
         return
@@ -397,8 +414,10 @@ def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, different
             f"must stay as it was (compute a new tensor: x = x - m, not x -= m; clone() before assigning "
             f"into a copy)")
     if differentiable:
+        sources = _floating_tensors((args, kwargs)) + (list(obj.parameters()) if isinstance(impl, type) and isinstance(
+            obj, torch.nn.Module) else [])
         with torch.enable_grad():
-            _backpropagate(out)
+            _backpropagate(out, [t for t in sources if t.requires_grad])
     return out
 
 

@@ -219,6 +219,9 @@ def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
     return ""
 
 
+diagnose = _diagnose  # the grader's name for it (it judges outputs outside the notebook)
+
+
 def _dtype_kinds(value: Any) -> list[str]:
     """The dtype kind of every array in a plain output, in order (so a float output never matches a bool one)."""
     if isinstance(value, list):

@@ -3,10 +3,13 @@
     course-grade submissions/*.ipynb --out grades/
 
 Modules: :mod:`~course_lib.grading.runner` (one submission, from reading to scores),
-:mod:`~course_lib.grading.executor` (nbclient, limits, restarts), :mod:`~course_lib.grading.policy` (the static
-policy), :mod:`~course_lib.grading.harness` (plain arrays in and out of the kernel),
-:mod:`~course_lib.grading.kernel` (the memory-limited kernel), :mod:`~course_lib.grading.report` (JSON,
-Markdown, CSV) and :mod:`~course_lib.grading.cli` (the command).
+:mod:`~course_lib.grading.submission` (reading a submission), :mod:`~course_lib.grading.course` (the course's
+copy, hidden cases, reference outputs), :mod:`~course_lib.grading.libcopy` (course_lib with the references
+withheld), :mod:`~course_lib.grading.sandbox` (bubblewrap), :mod:`~course_lib.grading.sandbox_main` (the
+runner inside it), :mod:`~course_lib.grading.executor` (time limits, restarts),
+:mod:`~course_lib.grading.codec` and :mod:`~course_lib.grading.results` (plain arrays in and out, read with
+limits), :mod:`~course_lib.grading.judge` (the verdicts), :mod:`~course_lib.grading.policy` (an early, friendly
+static check), :mod:`~course_lib.grading.report` (JSON, Markdown, CSV) and :mod:`~course_lib.grading.cli`.
 
 Example:
     >>> from pathlib import Path

@@ -6,7 +6,8 @@
 
 For each submission it writes ``<name>.json`` and ``<name>.md``; for the class ``grades.csv`` (one row per
 submission and exercise) and ``summary.csv`` (one row per submission). The grader runs every submission in a
-fresh kernel with time and memory limits and compares the results in its own process; see docs/grading.md.
+bubblewrap sandbox (no network, its own processes, a private disk, the course's references withheld) with
+time and memory limits, and compares the results in its own process; see docs/grading.md.
 Exit status: 0 when every report was written (whatever the scores), 2 for a usage error.
 """
 
@@ -20,8 +21,30 @@ from pathlib import Path
 
 from .report import report_name, write_csv, write_json, write_markdown
 from .runner import CourseCopy, GradeConfig, SubmissionReport, grade_submission
+from .sandbox import SandboxUnavailable, probe
+from .submission import display_name
 
 __all__ = ["main", "grade_many"]
+
+
+def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]) -> SubmissionReport:
+    """A report for ``path`` whatever happens (``grade_submission`` does not raise; belt and braces)."""
+    try:
+        return grade_submission(path, config, courses)
+    except Exception as err:  # noqa: BLE001
+        return SubmissionReport(submission=display_name(path), status="internal-error", sandbox=config.sandbox,
+                                message=f"the grader failed: {type(err).__name__}: {err}")
+
+
+def _save(path: Path, report: SubmissionReport, out: Path, taken: set[str], quiet: bool) -> str:
+    """Write one submission's JSON and Markdown reports; returns their base name."""
+    name = report_name(display_name(path), taken)
+    write_json(report, out / f"{name}.json")
+    write_markdown(report, out / f"{name}.md")
+    if not quiet:
+        print(f"{display_name(path)!r}: {report.total:g}/{report.max_total:g} ({report.elapsed_s:.1f} s) -> "
+              f"{out / name}.md", flush=True)
+    return name
 
 
 def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1, quiet: bool = False
@@ -32,37 +55,18 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
     taken: set[str] = set()
     named: list[tuple[str, SubmissionReport]] = []
     courses: dict[Path, CourseCopy] = {}
-
-    def _save(path: Path, report: SubmissionReport) -> None:
-        name = report_name(str(path), taken)
-        write_json(report, out / f"{name}.json")
-        write_markdown(report, out / f"{name}.md")
-        named.append((name, report))
-        if not quiet:
-            print(f"{path}: {report.total:g}/{report.max_total:g} ({report.elapsed_s:.1f} s) -> {out / name}.md",
-                  flush=True)
-
-    if jobs <= 1 or len(paths) <= 1:
-        for path in paths:
-            _save(path, grade_submission(path, config, courses))
-    else:
-        # Threads, not processes: the work is waiting for kernels (each its own process), and the threads
-        # share the course copies, their hidden cases and reference outputs.
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(grade_submission, p, config, courses) for p in paths]
-            for path, future in zip(paths, futures, strict=True):
-                try:
-                    report = future.result()
-                except Exception as err:  # noqa: BLE001 - grade_submission does not raise; belt and braces
-                    report = SubmissionReport(submission=str(path), status="internal-error",
-                                              message=f"the grader failed: {type(err).__name__}: {err}")
-                _save(path, report)
+    # Threads, not processes: the work is waiting for sandboxes (each its own processes), and the threads
+    # share the course copies, their hidden cases and reference outputs.
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(_grade_safely, p, config, courses) for p in paths]
+        for path, future in zip(paths, futures, strict=True):
+            report = future.result()
+            named.append((_save(path, report, out, taken, quiet), report))
     write_csv(named, out)
     return [r for _, r in named]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``course-grade``: grade the submissions named in ``argv``; returns the exit status."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course-grade", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("submissions", nargs="+", type=Path, help="submitted .ipynb files (or folders of them)")
@@ -82,7 +86,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="a further module exercise cells may import (repeatable)")
     parser.add_argument("--no-policy", action="store_true",
                         help="skip the static policy (NOT for real grading: runtime defences only)")
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="run submissions without the bubblewrap sandbox (NOT for untrusted code; every report "
+                             "says so)")
     parser.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``course-grade``: grade the submissions named in ``argv``; returns the exit status."""
+    parser = _parser()
     args = parser.parse_args(argv)
     paths: list[Path] = []
     for p in args.submissions:
@@ -96,9 +109,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--source {args.source}: no such notebook")
     if args.timeout_cell <= 0 or args.timeout_total <= 0 or args.memory_mb <= 0:
         parser.error("time and memory limits must be positive")
+    if not args.unsafe_no_sandbox:
+        try:
+            probe()
+        except SandboxUnavailable as err:
+            print(f"course-grade: {err}", file=sys.stderr)
+            return 2
     config = GradeConfig(source=args.source, cell_timeout=args.timeout_cell, total_timeout=args.timeout_total,
                          memory_mb=args.memory_mb, seed=args.seed, max_bytes=int(args.max_mb * 2**20),
-                         policy=not args.no_policy, extra_modules=tuple(args.allow_module))
+                         policy=not args.no_policy, extra_modules=tuple(args.allow_module),
+                         sandbox=not args.unsafe_no_sandbox)
     started = time.monotonic()
     reports = grade_many(paths, config, args.out, jobs=args.jobs, quiet=args.quiet)
     if not args.quiet:

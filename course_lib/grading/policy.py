@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Violation", "check_source", "ALLOWED_MODULES", "ALLOWED_TORCH_MODULES", "setup_namespace"]
+__all__ = ["Violation", "check_source", "ALLOWED_MODULES", "ALLOWED_TORCH_MODULES", "setup_namespace", "module_allowed"]
 
 #: Top-level modules an exercise cell may import (pure computation, no file or process access).
 ALLOWED_MODULES = frozenset({
@@ -134,7 +134,8 @@ def setup_namespace(import_lines: Iterable[str]) -> dict[str, Any]:
     return namespace
 
 
-def _module_allowed(module: str) -> bool:
+def module_allowed(module: str) -> bool:
+    """Whether an exercise cell may import ``module`` (the computing libraries, a few torch sub-modules)."""
     top = module.split(".")[0]
     if top == "torch":
         return module in ALLOWED_TORCH_MODULES
@@ -163,7 +164,7 @@ class _Visitor(ast.NodeVisitor):
             if name == "course_lib" or name.startswith("course_lib."):
                 self.flag(node, f"imports the module {name}: import the names you need "
                                 f"(`from {name} import ...`), not a whole course module", "reference")
-            elif not (_module_allowed(name) or name.split(".")[0] in self.extra_modules):
+            elif not (module_allowed(name) or name.split(".")[0] in self.extra_modules):
                 self.flag(node, f"imports {name}, which graded cells may not use (allowed: "
                                 f"{', '.join(sorted(ALLOWED_MODULES - {'__future__'}))})")
             self.module_names.add((alias.asname or name).split(".")[0])
@@ -195,7 +196,7 @@ class _Visitor(ast.NodeVisitor):
                                     f"course's own solution of this exercise; write your own", "reference")
                 self.bound.add(alias.asname or alias.name)
             return
-        if not (_module_allowed(module) or module.split(".")[0] in self.extra_modules):
+        if not (module_allowed(module) or module.split(".")[0] in self.extra_modules):
             self.flag(node, f"imports from {module}, which graded cells may not use")
         for alias in node.names:
             if alias.name == "*":

@@ -10,16 +10,14 @@ The steps (see ``docs/grading.md`` for the instructor's view):
    position in the course's copy; the submission's metadata, tags, kernelspec, outputs and other cells are
    dropped.
 3. **Static policy** (:mod:`course_lib.grading.policy`) on each exercise cell: a refused cell never runs.
-4. **Grading notebook**: a setup cell of the grader's (standard imports, the course copy's own import lines,
-   an audit hook), then per exercise the learner's cell and a harness cell of the grader's that runs the
-   learner's code on hidden inputs (shipped as ``.npz`` + JSON) with the reference poisoned, and writes the
-   outputs as arrays. Run with nbclient in a fresh temporary folder, in a kernel under a memory limit
-   (:mod:`course_lib.grading.kernel`), with a per-cell and a per-submission time limit.
-5. If a cell times out, kills its kernel or leaves no harness output (a hook that blanked later cells), that
-   exercise is marked, a fresh kernel replays the earlier exercise cells that were fine, and grading goes on
-   with the next exercise.
-6. **Compare** in this process: the outputs, loaded with ``allow_pickle=False``, against the reference run
-   here on the same hidden cases (``Exercise.cases("hidden", seed)``), with
+4. **Plan**: per exercise the learner's cell, the learner's helper cells it needs, the course's check cell,
+   and the hidden inputs as ``.npz`` (:mod:`course_lib.grading.executor`).
+5. **Run it in a sandbox** (:mod:`course_lib.grading.sandbox`): bubblewrap, no network, its own PID namespace,
+   read-only system, a private size-limited ``/tmp``, resource limits, and a copy of ``course_lib`` in which
+   this notebook's references are withheld (:mod:`course_lib.grading.libcopy`). An exercise that overruns or
+   kills its sandbox is marked; a fresh sandbox replays the earlier exercise cells and goes on.
+6. **Compare** in this process (:mod:`course_lib.grading.judge`): the outputs, loaded with hard limits
+   (:mod:`course_lib.grading.results`), against the reference run here on the same hidden cases, with
    :func:`course_lib.exercises.compare_outputs`. Points are all or nothing per exercise: ``exercise.points``
    when every hidden case passes (known mistakes often pass the easy cases; partial credit per case would
    reward exactly them). The report still says how many cases passed.
@@ -27,40 +25,29 @@ The steps (see ``docs/grading.md`` for the instructor's view):
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import importlib
-import json
+import builtins
 import platform
-import re
 import secrets
-import shutil
-import sys
-import tempfile
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
-from course_lib.exercises import Exercise, compare_outputs, get_exercise, run_case, to_plain
-from course_lib.exercises.feedback import (  # the notebook check's own diagnosis and hint, shared
-    NOT_DIFFERENTIABLE_HINT,
-    _diagnose,
-)
-from course_lib.exercises.notebooks import exercise_cells
-
-from . import harness as H
 from . import policy as P
+from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, course_notebooks, find_course_copy
+from .executor import Limits, Plan, execute
+from .judge import judge
+from .libcopy import reference_key
+from .submission import display_name, helper_cells, is_stub, locate, read_submission
 
 __all__ = ["GradeConfig", "ExerciseResult", "SubmissionReport", "grade_submission", "CourseCopy",
-           "STATUSES", "versions"]
+           "STATUSES", "STANDARD_IMPORTS", "versions", "read_submission"]
 
 #: Every status an exercise can get in a report.
 STATUSES = ("pass", "fail", "error", "timeout", "missing", "not-implemented", "forbidden")
+
+UNSANDBOXED = "graded WITHOUT a sandbox (--unsafe-no-sandbox): the submission's code ran as the grader's user"
 
 
 @dataclass
@@ -76,7 +63,8 @@ class GradeConfig:
     policy: bool = True
     extra_modules: tuple[str, ...] = ()
     startup_timeout: float = 60.0
-    keep_workdir: bool = False
+    sandbox: bool = True
+    disk_mb: int = 64
 
     def resolved_seed(self) -> int:
         """The seed of the hidden cases: the one given, else a secret random one drawn once."""
@@ -84,6 +72,9 @@ class GradeConfig:
             self.seed = secrets.randbelow(2**31 - 1)
         return self.seed
 
+    def limits(self) -> Limits:
+        return Limits(self.cell_timeout, self.total_timeout, self.memory_mb, self.startup_timeout, self.disk_mb,
+                      self.sandbox)
 
 @dataclass
 class ExerciseResult:
@@ -115,9 +106,10 @@ class SubmissionReport:
     max_total: float = 0.0
     exercises: list[ExerciseResult] = field(default_factory=list)
     elapsed_s: float = 0.0
-    kernel_starts: int = 0
+    kernel_starts: int = 0  # sandboxes started (more than one: an exercise had to be isolated)
     seed: int | None = None
     limits: dict[str, Any] = field(default_factory=dict)
+    sandbox: bool = True
     versions: dict[str, str] = field(default_factory=dict)
     graded_at: str = ""
 
@@ -126,304 +118,36 @@ class SubmissionReport:
 
 
 def versions() -> dict[str, str]:
-    """The versions that decide a grade: course_lib, torch, numpy, nbclient, Python."""
-    import nbclient
+    """The versions that decide a grade: course_lib, torch, numpy, Python."""
     import numpy
     import torch
 
     import course_lib
 
     return {"course_lib": course_lib.__version__, "torch": torch.__version__, "numpy": numpy.__version__,
-            "nbclient": nbclient.__version__, "python": platform.python_version()}
-
-
-# ----------------------------------------------------------------------------------------------------
-# The course's copy of a notebook
-# ----------------------------------------------------------------------------------------------------
-
-def _defined_names(source: str) -> list[str]:
-    """Top-level function, class and assignment names a cell defines (regex fallback if it does not parse)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return re.findall(r"^(?:def|class)\s+([A-Za-z_]\w*)", source, flags=re.MULTILINE)
-    names = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.append(node.name)
-        elif isinstance(node, ast.Assign):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return names
-
-
-def _assigned_names(source: str) -> list[str]:
-    """Names a cell assigns at top level (``softmax_fn = check(...)`` gives ``["softmax_fn"]``)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
-            if isinstance(t, ast.Name)]
-
-
-def _setup_imports(cells: Sequence[Any], skip: set[int]) -> list[str]:
-    """Top-level import lines of the course copy's own code cells that a kernel can run cheaply and safely."""
-    lines: list[str] = []
-    for i, cell in enumerate(cells):
-        if cell.cell_type != "code" or i in skip:
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.Import):
-                mods = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                mods = [node.module]
-            else:
-                continue
-            ok = all((m == "course_lib" or m.startswith("course_lib.")) and not m.startswith(P.MACHINERY)
-                     or P._module_allowed(m) for m in mods)
-            if isinstance(node, ast.ImportFrom) and node.module == "course_lib":
-                ok = ok and not any(a.name in ("checks", "exercises", "grading") for a in node.names)
-            text = ast.unparse(node)
-            if ok and text not in lines:
-                lines.append(text)
-    return lines
-
-
-@dataclass
-class ExerciseSpec:
-    """One exercise of a course copy: where its stub is, the name it defines, its hidden cases and outputs."""
-
-    exercise: Exercise
-    index: int  # cell index in the course's copy
-    stub: str
-    target: str
-    check_targets: list[str]
-    cases: list[Any] = field(default_factory=list)
-    expected: list[Any] = field(default_factory=list)
-    arrays: dict[str, Any] = field(default_factory=dict)
-    described: list[dict[str, Any]] = field(default_factory=list)
-
-
-class CourseCopy:
-    """The course's own copy of a notebook: its exercises in order, hidden cases and reference outputs."""
-
-    def __init__(self, path: Path, seed: int) -> None:
-        self.path = Path(path).resolve()
-        self.folder = self.path.parent
-        self.nb = nbformat.read(self.path, as_version=4)
-        meta = self.nb.metadata.get("course", {})
-        self.notebook_id = str(meta.get("notebook") or self.path.stem)
-        checks = meta.get("checks")
-        if checks:
-            if str(self.folder) not in sys.path:
-                sys.path.insert(0, str(self.folder))
-            importlib.import_module(checks)
-        self.extra_path = str(self.folder)
-        found = list(exercise_cells(self.nb))
-        self.specs: list[ExerciseSpec] = []
-        for index, cell, name in found:
-            exercise = get_exercise(name)
-            names = _defined_names(cell.source)
-            ref_name = getattr(exercise.reference, "__name__", "")
-            target = ref_name if ref_name in names else (names[0] if names else ref_name)
-            follower = self.nb.cells[index + 1] if index + 1 < len(self.nb.cells) else None
-            check_targets = _assigned_names(follower.source) if follower is not None and \
-                follower.get("metadata", {}).get("course", {}).get("role") == "check" else []
-            spec = ExerciseSpec(exercise, index, cell.source, target, check_targets)
-            spec.cases = exercise.cases("hidden", seed=seed)
-            spec.expected = [to_plain(run_case(exercise.reference, c, grad=exercise.grad)) for c in spec.cases]
-            spec.arrays, spec.described = H.encode_cases(spec.cases)
-            self.specs.append(spec)
-        skip = {s.index for s in self.specs} | {s.index + 1 for s in self.specs}
-        self.setup_lines = _setup_imports(self.nb.cells, skip)
-        self.namespace = P.setup_namespace(STANDARD_IMPORTS + self.setup_lines)
-
-    @property
-    def max_total(self) -> float:
-        return float(sum(s.exercise.points for s in self.specs))
-
-
-STANDARD_IMPORTS = ["import math", "import numpy as np", "import torch", "import torch.nn as nn",
-                    "import torch.nn.functional as F", "from typing import Any, Optional"]
-
-
-def course_notebooks() -> list[Path]:
-    from course_lib.exercises.cli import NOTEBOOK_DIR
-
-    return sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb"))
-
-
-def find_course_copy(nb: dict[str, Any], submission: Path, code_sources: list[str]) -> Path | None:
-    """Which course notebook a submission is (its id only chooses the course's copy; nothing else is trusted)."""
-    candidates = {p.stem: p for p in course_notebooks()}
-    meta = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
-    course = meta.get("course") if isinstance(meta.get("course"), dict) else {}
-    claimed = course.get("notebook")
-    if isinstance(claimed, str) and claimed in candidates:
-        return candidates[claimed]
-    stem = submission.stem
-    for name, path in candidates.items():
-        if stem == name or stem.startswith(name) or stem.endswith(name):
-            return path
-    defined = {n for src in code_sources for n in _defined_names(src)}
-    best, best_hits = None, 0
-    for path in candidates.values():
-        try:
-            course_nb = nbformat.read(path, as_version=4)
-        except Exception:  # noqa: BLE001
-            continue
-        hits = sum(1 for _, cell, _ in exercise_cells(course_nb) if set(_defined_names(cell.source)) & defined)
-        if hits > best_hits:
-            best, best_hits = path, hits
-    return best
-
-
-# ----------------------------------------------------------------------------------------------------
-# Reading a submission
-# ----------------------------------------------------------------------------------------------------
-
-def read_submission(path: Path, max_bytes: int) -> tuple[dict[str, Any] | None, list[tuple[int, str]], str, str]:
-    """``(notebook dict, [(cell index, code source)], sha256, problem)``; problem is "" when readable."""
-    try:
-        size = path.stat().st_size
-    except OSError as err:
-        return None, [], "", f"cannot read the file ({err.strerror})"
-    if size > max_bytes:
-        return None, [], "", (f"the file is {size / 2**20:.1f} MB, over the grader's limit of "
-                              f"{max_bytes / 2**20:.0f} MB (outputs or data saved in the notebook?)")
-    try:
-        with path.open("rb") as f:  # at most max_bytes + 1, whatever stat said (a FIFO, /dev/zero...)
-            raw = f.read(max_bytes + 1)
-    except OSError as err:
-        return None, [], "", f"cannot read the file ({err.strerror})"
-    if len(raw) > max_bytes:
-        return None, [], "", f"the file is over the grader's limit of {max_bytes / 2**20:.0f} MB"
-    digest = hashlib.sha256(raw).hexdigest()
-    try:
-        nb = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
-        return None, [], digest, f"not a notebook: the file is not valid JSON ({str(err)[:120]})"
-    except RecursionError:
-        return None, [], digest, "not a notebook: the JSON is nested too deeply"
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        return None, [], digest, "not a notebook: no list of cells"
-    cells: list[tuple[int, str]] = []
-    for i, cell in enumerate(nb["cells"]):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        if isinstance(source, list):
-            source = "".join(s for s in source if isinstance(s, str))
-        if not isinstance(source, str):
-            source = ""
-        cells.append((i, source))
-    return nb, cells, digest, ""
-
-
-def locate(spec: ExerciseSpec, cells: list[tuple[int, str]]) -> tuple[int, str] | None:
-    """The submission's cell for an exercise: the one that defines the stub's name, nearest its place."""
-    found = [(i, src) for i, src in cells if spec.target in _defined_names(src)]
-    if not found:
-        return None
-    return min(found, key=lambda c: (abs(c[0] - spec.index), c[0]))
-
-
-# ----------------------------------------------------------------------------------------------------
-# Grading
-# ----------------------------------------------------------------------------------------------------
-
-def _same_code(a: str, b: str) -> bool:
-    return [line.rstrip() for line in a.strip().splitlines()] == [line.rstrip() for line in b.strip().splitlines()]
-
-
-def _is_stub(source: str, stub: str) -> bool:
-    """True when the learner left the course's stub as it was (comments and blank lines aside)."""
-    if _same_code(source, stub):
-        return True
-    try:
-        return ast.dump(ast.parse(source)) == ast.dump(ast.parse(stub))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-
-
-
-
-def _judge(spec: ExerciseSpec, outputs: dict[str, Any], memory_mb: int) -> tuple[str, str, str, int, str]:
-    """``(status, message, hint, cases passed, line)`` from the harness's outputs, decided here."""
-    exercise = spec.exercise
-    if outputs.get("missing"):
-        return "missing", str(outputs["missing"]), "", 0, ""
-    if outputs.get("is_reference"):
-        return "forbidden", "the exercise's name is bound to the course's reference implementation", "", 0, ""
-    cases = outputs.get("cases", [])
-    passed = 0
-    first: tuple[str, str, str, str] | None = None
-    for i, (case, expected) in enumerate(zip(spec.cases, spec.expected, strict=False)):
-        entry = cases[i] if i < len(cases) and isinstance(cases[i], dict) else None
-        if entry is None:
-            if first is None:
-                first = ("error", f"case {case.label!r}: no output", "", "")
-            continue
-        status = entry.get("status")
-        if status == "not-implemented":
-            return "not-implemented", "the stub still raises NotImplementedError", "", passed, ""
-        if status in ("error", "memory"):
-            if H._POISON_MESSAGE in str(entry.get("error", "")):
-                return ("forbidden", "no points for calling the course's reference: your code called it while "
-                        f"it was graded (case {case.label!r})", "", 0, str(entry.get("line", "")))
-            error = str(entry.get("error", ""))
-            if first is None and error.startswith("InputModifiedError: "):  # a wrong answer, as in the check
-                first = ("fail", f"case {case.label!r}: {error.removeprefix('InputModifiedError: ')}",
-                         "work on a copy: an in-place operation on an argument changes the caller's tensor too.",
-                         str(entry.get("line", "")))
-            elif first is None and error.startswith("NotDifferentiableError: "):
-                first = ("fail", f"case {case.label!r}: {error.removeprefix('NotDifferentiableError: ')}",
-                         NOT_DIFFERENTIABLE_HINT, str(entry.get("line", "")))
-            elif first is None:
-                message = f"case {case.label!r}: your code raised {error}"
-                if status == "memory":
-                    message += f" (over the memory limit of {memory_mb} MB)"
-                first = ("error", message, "", str(entry.get("line", "")))
-            continue
-        got = entry.get("output")
-        problems = compare_outputs(expected, got, exercise.atol, exercise.rtol)
-        if problems:
-            if first is None:
-                first = ("fail", f"case {case.label!r}: " + "; ".join(problems[:3]),
-                         _diagnose(exercise, case, got), "")
-        else:
-            passed += 1
-    if first is None and passed == len(spec.cases):
-        return "pass", f"every hidden case passed ({passed}/{passed})", "", passed, ""
-    status, message, hint, line = first or ("error", "no outputs", "", "")
-    return status, message, hint, passed, line
+            "python": platform.python_version()}
 
 
 def grade_submission(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy] | None = None
                      ) -> SubmissionReport:
     """Grade one submission; always returns a report (never raises for anything in the submission)."""
     started = time.monotonic()
-    path = Path(path)
-    report = SubmissionReport(submission=str(path), seed=config.resolved_seed(),
+    report = SubmissionReport(submission=display_name(path), seed=config.resolved_seed(), sandbox=config.sandbox,
                               limits={"cell_timeout_s": config.cell_timeout, "total_timeout_s": config.total_timeout,
                                       "memory_mb": config.memory_mb, "max_bytes": config.max_bytes,
-                                      "policy": config.policy},
+                                      "disk_mb": config.disk_mb, "policy": config.policy, "sandbox": config.sandbox},
                               versions=versions(), graded_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    courses = {} if courses is None else courses
     try:
-        _grade_into(report, path, config, courses, started)
+        _grade_into(report, Path(path), config, {} if courses is None else courses, started)
     except Exception as err:  # noqa: BLE001 - the grader never crashes on a submission
         report.status = "internal-error"
         report.message = f"the grader failed: {type(err).__name__}: {err}"
         for result in report.exercises:
-            if result.status == "pass":
-                continue
-            result.score = 0.0
-        report.total = sum(r.score for r in report.exercises)
+            if result.status != "pass":
+                result.score = 0.0
+    report.total = float(sum(r.score for r in report.exercises))
+    if not config.sandbox:
+        report.message = f"{UNSANDBOXED}. {report.message}".strip()
     report.elapsed_s = round(time.monotonic() - started, 3)
     return report
 
@@ -439,94 +163,97 @@ def _course_for(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]
         return courses[key]
 
 
+def _find_source(nb: dict[str, Any] | None, path: Path, cells: list[tuple[int, str]], config: GradeConfig
+                 ) -> Path | None:
+    if config.source is not None:
+        return config.source
+    if nb is not None:
+        return find_course_copy(nb, path, [s for _, s in cells])
+    stem = display_name(path.stem)
+    return next((p for p in course_notebooks() if stem.startswith(p.stem)), None)
+
+
+def _screen(spec: Any, cells: list[tuple[int, str]], result: ExerciseResult, course: CourseCopy,
+            config: GradeConfig) -> tuple[int, str] | None:
+    """Find the learner's cell and decide what needs no sandbox; ``(index, source)`` when it must run."""
+    result.cases_total = len(spec.cases)
+    where = locate(spec.target, spec.stub, spec.index, cells)
+    if where is None:
+        result.status, result.message = "missing", f"no cell defines {spec.target}"
+        return None
+    index, source = where
+    result.cell = index + 1
+    if len(source) > MAX_SOURCE:
+        result.status = "error"
+        result.message = f"the exercise cell is too large ({len(source)} characters, over {MAX_SOURCE}): not run"
+        return None
+    if is_stub(source, spec.stub):
+        result.status, result.message = "not-implemented", "the exercise cell is still the stub"
+        return None
+    violations = P.check_source(source, spec.exercise.reference, course.namespace, config.extra_modules) \
+        if config.policy else []
+    if violations:
+        kind = violations[0].kind
+        result.status = "error" if kind == "syntax" else "forbidden"
+        result.message = "; ".join(str(v) for v in violations[:4])
+        if kind == "reference":
+            result.message = "no points for calling the course's reference: " + result.message
+        result.line = str(violations[0])
+        return None
+    return where
+
+
+def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tuple[int, str] | None]) -> Plan:
+    """The sandbox's job: per exercise its cell (None: not run), helper cells, check cell and cases."""
+    plan = Plan(setup=STANDARD_IMPORTS + course.setup_lines)
+    known = set(course.namespace) | set(dir(builtins))
+    known |= {"check"} | {t for s in course.specs for t in s.check_targets + [s.target]}
+    skip = {w[0] for w in chosen.values() if w is not None}
+    for number, spec in enumerate(course.specs):
+        where = chosen.get(number)
+        plan.exercises.append({
+            "name": spec.exercise.name, "target": spec.target, "key": reference_key(spec.exercise.reference),
+            "cell": where[1] if where else None, "cell_number": where[0] + 1 if where else 0,
+            "helpers": helper_cells(cells, where[0], skip, known) if where else [], "check": spec.check,
+            "grad": spec.exercise.grad, "differentiable": spec.exercise.differentiable, "cases": spec.described,
+            "forbidden": list(spec.exercise.forbidden_calls)})
+        plan.arrays.append(spec.arrays if where else None)
+    return plan
+
+
+def _record(result: ExerciseResult, outcome: dict[str, Any]) -> None:
+    """Put one exercise's outcome (judged as it arrived, when it ran) into its report line."""
+    if outcome["status"] == "judged":
+        status, message, hint, passed, line = outcome["verdict"]
+    else:
+        status, message, hint, passed, line = outcome["status"], outcome.get("message", ""), "", 0, ""
+    result.status, result.message, result.hint, result.cases_passed, result.line = status, message, hint, passed, line
+    result.score = result.max if status == "pass" else 0.0
+
+
 def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, courses: dict[Path, CourseCopy],
                 started: float) -> None:
-    nb, cells, digest, problem = read_submission(path, config.max_bytes)
-    report.sha256 = digest
-    source_path = config.source
-    if source_path is None and nb is not None:
-        source_path = find_course_copy(nb, path, [s for _, s in cells])
-    if source_path is None and nb is None:
-        source_path = next((p for p in course_notebooks() if path.stem.startswith(p.stem)), None)
+    nb, cells, report.sha256, problem = read_submission(path, config.max_bytes)
+    source_path = _find_source(nb, path, cells, config)
     if source_path is None:
         report.status = "unknown-notebook" if nb is not None else "unreadable"
         report.message = problem or ("could not tell which course notebook this submission is: it defines none "
                                      "of the exercises (grade it with --source NOTEBOOK)")
         return
     course = _course_for(source_path, config, courses)
-    report.notebook, report.source = course.notebook_id, str(course.path)
-    report.max_total = course.max_total
-    results = {s.exercise.name: ExerciseResult(s.exercise.name, 0.0, float(s.exercise.points), "missing")
-               for s in course.specs}
-    report.exercises = list(results.values())
+    report.notebook, report.source, report.max_total = course.notebook_id, str(course.path), course.max_total
+    report.exercises = [ExerciseResult(s.exercise.name, 0.0, float(s.exercise.points), "missing", problem)
+                        for s in course.specs]
     if nb is None:
-        report.status = "unreadable"
-        report.message = problem
-        for r in report.exercises:
-            r.message = problem
+        report.status, report.message = "unreadable", problem
         return
+    chosen = {n: _screen(s, cells, report.exercises[n], course, config) for n, s in enumerate(course.specs)}
+    if not any(chosen.values()):
+        return
+    def verdict(number: int, header: dict[str, Any], blob: bytes) -> tuple:
+        return judge(course.specs[number], header, blob, config.memory_mb)
 
-    items: list[dict[str, Any]] = []
-    for spec in course.specs:
-        result = results[spec.exercise.name]
-        result.cases_total = len(spec.cases)
-        where = locate(spec, cells)
-        item: dict[str, Any] = {"spec": spec, "cell": None, "index": None}
-        items.append(item)
-        if where is None:
-            result.status, result.message = "missing", f"no cell defines {spec.target}"
-            continue
-        index, source = where
-        result.cell = index + 1
-        item["index"] = index
-        if _is_stub(source, spec.stub):
-            result.status, result.message = "not-implemented", "the exercise cell is still the stub"
-            continue
-        if config.policy:
-            violations = P.check_source(source, spec.exercise.reference, course.namespace, config.extra_modules)
-            if violations:
-                kind = violations[0].kind
-                result.status = "error" if kind == "syntax" else "forbidden"
-                result.message = "; ".join(str(v) for v in violations[:4])
-                if kind == "reference":
-                    result.message = "no points for calling the course's reference: " + result.message
-                result.line = str(violations[0])
-                continue
-        item["cell"] = source
-        result.status = "pending"
-
-    pending = [it for it in items if it["cell"] is not None]
-    if pending:
-        from .executor import execute
-
-        deadline = started + config.total_timeout
-        outcomes, starts = execute(course, items, config, deadline)
-        report.kernel_starts = starts
-        for item in items:
-            spec = item["spec"]
-            result = results[spec.exercise.name]
-            if item["cell"] is None:
-                continue
-            outcome = outcomes.get(spec.exercise.name, {"status": "timeout",
-                                                        "message": "not run: the submission's time limit ran out"})
-            if outcome["status"] == "ran":
-                status, message, hint, passed, line = _judge(spec, outcome["outputs"], config.memory_mb)
-                result.status, result.message, result.hint, result.cases_passed = status, message, hint, passed
-                result.line = line
-            else:
-                result.status, result.message = outcome["status"], outcome.get("message", "")
-                result.line = outcome.get("line", "")
-            if result.status == "pass":
-                result.score = result.max
-    report.total = float(sum(r.score for r in report.exercises))
-    if problem:
-        report.message = problem
-
-
-def make_workdir() -> Path:
-    """A fresh, private temporary folder for one submission's kernel."""
-    return Path(tempfile.mkdtemp(prefix="course-grade-"))
-
-
-def remove_workdir(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    outcomes, report.kernel_starts = execute(course.library, _plan(course, cells, chosen), config.limits(),
+                                             started + config.total_timeout, verdict)
+    for number, outcome in outcomes.items():
+        _record(report.exercises[number], outcome)

@@ -1,0 +1,201 @@
+"""The course's copy of a notebook: its exercises in order, their hidden cases and reference outputs.
+
+The grader trusts only this copy (the course's notebook, or an instructor's ``--source``): which cells are
+exercises, the stub each one starts from, the name it defines, the check cell after it, and the import
+lines of its other code cells (the sandbox's setup). The hidden cases are drawn here with the run's secret
+seed and the reference's outputs computed here, in the grader's process: they never enter a sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import atexit
+import importlib
+import re
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from course_lib.exercises import Exercise, get_exercise, run_case, to_plain
+from course_lib.exercises.notebooks import exercise_cells
+
+from . import codec
+from . import policy as P
+from .libcopy import build_library
+
+__all__ = ["ExerciseSpec", "CourseCopy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks", "find_course_copy",
+           "defined_names", "assigned_names", "setup_imports"]
+
+#: Exercise cells longer than this are not parsed or run (a clear "too large" verdict instead).
+MAX_SOURCE = 200_000
+
+def defined_names(source: str) -> list[str]:
+    """Top-level function, class and assignment names a cell defines (regex fallback if it does not parse)."""
+    try:
+        if len(source) > MAX_SOURCE:  # not parsed: ast.parse of megabytes costs minutes and gigabytes
+            raise ValueError(source[:0])
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return re.findall(r"^(?:def|class)\s+([A-Za-z_]\w*)", source, flags=re.MULTILINE)
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return names
+
+
+def assigned_names(source: str) -> list[str]:
+    """Names a cell assigns at top level (``softmax_fn = check(...)`` gives ``["softmax_fn"]``)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+            if isinstance(t, ast.Name)]
+
+
+def setup_imports(cells: Sequence[Any], skip: set[int]) -> list[str]:
+    """Top-level import lines of the course copy's own code cells that a kernel can run cheaply and safely."""
+    lines: list[str] = []
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code" or i in skip:
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                mods = [node.module]
+            else:
+                continue
+            ok = all((m == "course_lib" or m.startswith("course_lib.")) and not m.startswith(P.MACHINERY)
+                     or P.module_allowed(m) for m in mods)
+            if isinstance(node, ast.ImportFrom) and node.module == "course_lib":
+                ok = ok and not any(a.name in ("checks", "exercises", "grading") for a in node.names)
+            text = ast.unparse(node)
+            if ok and text not in lines:
+                lines.append(text)
+    return lines
+
+
+@dataclass
+class ExerciseSpec:
+    """One exercise of a course copy: where its stub is, the name it defines, its hidden cases and outputs."""
+
+    exercise: Exercise
+    index: int  # cell index in the course's copy
+    stub: str
+    target: str
+    check_targets: list[str]
+    cases: list[Any] = field(default_factory=list)
+    expected: list[Any] = field(default_factory=list)
+    arrays: dict[str, Any] = field(default_factory=dict)
+    described: list[dict[str, Any]] = field(default_factory=list)
+    check: str = ""  # the course's check cell (``softmax_fn = check(...)``), run in the sandbox after the exercise
+
+
+class CourseCopy:
+    """The course's own copy of a notebook: its exercises in order, hidden cases and reference outputs."""
+
+    def __init__(self, path: Path, seed: int) -> None:
+        self.path = Path(path).resolve()
+        self.folder = self.path.parent
+        self.nb = nbformat.read(self.path, as_version=4)
+        meta = self.nb.metadata.get("course", {})
+        self.notebook_id = str(meta.get("notebook") or self.path.stem)
+        checks = meta.get("checks")
+        if checks:
+            if str(self.folder) not in sys.path:
+                sys.path.insert(0, str(self.folder))
+            importlib.import_module(checks)
+        self.extra_path = str(self.folder)
+        found = list(exercise_cells(self.nb))
+        self.specs: list[ExerciseSpec] = []
+        for index, cell, name in found:
+            exercise = get_exercise(name)
+            names = defined_names(cell.source)
+            ref_name = getattr(exercise.reference, "__name__", "")
+            target = ref_name if ref_name in names else (names[0] if names else ref_name)
+            follower = self.nb.cells[index + 1] if index + 1 < len(self.nb.cells) else None
+            check_targets = assigned_names(follower.source) if follower is not None and \
+                follower.get("metadata", {}).get("course", {}).get("role") == "check" else []
+            spec = ExerciseSpec(exercise, index, cell.source, target, check_targets,
+                                check=follower.source if check_targets else "")
+            spec.cases = exercise.cases("hidden", seed=seed)
+            spec.expected = [to_plain(run_case(exercise.reference, c, grad=exercise.grad)) for c in spec.cases]
+            spec.arrays, spec.described = codec.encode_cases(spec.cases)
+            self.specs.append(spec)
+        skip = {s.index for s in self.specs} | {s.index + 1 for s in self.specs}
+        self.setup_lines = setup_imports(self.nb.cells, skip)
+        self.namespace = P.setup_namespace(STANDARD_IMPORTS + self.setup_lines)
+        self.checks_module = str(checks or "")
+        self._libs: dict[frozenset[int], Path] = {}
+        self._lib_lock = threading.Lock()
+
+    def library(self, withheld: frozenset[int]) -> Path:
+        """The sandbox's library with the references of exercises ``withheld`` (numbers) taken out: those the
+        submission's code runs for. Another exercise's reference stays, so that a later exercise building on
+        an unsolved one works as in the notebook (whose check falls back to the reference). Built once per
+        set, removed at exit."""
+        with self._lib_lock:
+            if withheld not in self._libs:
+                folder = Path(tempfile.mkdtemp(prefix="course-grade-lib-"))
+                atexit.register(shutil.rmtree, folder, True)
+                own = self.checks_module and not self.checks_module.startswith("course_lib.")
+                build_library(folder, [self.specs[n].exercise.reference for n in sorted(withheld)],
+                              self.folder if own else None, self.checks_module)
+                folder.chmod(0o755)
+                self._libs[withheld] = folder
+            return self._libs[withheld]
+
+    @property
+    def max_total(self) -> float:
+        return float(sum(s.exercise.points for s in self.specs))
+
+
+STANDARD_IMPORTS = ["import math", "import numpy as np", "import torch", "import torch.nn as nn",
+                    "import torch.nn.functional as F", "from typing import Any, Optional"]
+
+
+def course_notebooks() -> list[Path]:
+    """The course's own notebooks (``notebooks/NN_*.ipynb``), the copies submissions are matched against."""
+    from course_lib.exercises.cli import NOTEBOOK_DIR
+
+    return sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb"))
+
+
+def find_course_copy(nb: dict[str, Any], submission: Path, code_sources: list[str]) -> Path | None:
+    """Which course notebook a submission is (its id only chooses the course's copy; nothing else is trusted)."""
+    candidates = {p.stem: p for p in course_notebooks()}
+    meta = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
+    course = meta.get("course") if isinstance(meta.get("course"), dict) else {}
+    claimed = course.get("notebook")
+    if isinstance(claimed, str) and claimed in candidates:
+        return candidates[claimed]
+    stem = submission.stem
+    for name, path in candidates.items():
+        if stem == name or stem.startswith(name) or stem.endswith(name):
+            return path
+    defined = {n for src in code_sources for n in defined_names(src)}
+    best, best_hits = None, 0
+    for path in candidates.values():
+        try:
+            course_nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001
+            continue
+        hits = sum(1 for _, cell, _ in exercise_cells(course_nb) if set(defined_names(cell.source)) & defined)
+        if hits > best_hits:
+            best, best_hits = path, hits
+    return best

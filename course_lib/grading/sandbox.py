@@ -1,0 +1,209 @@
+"""The operating-system sandbox: one bubblewrap (``bwrap``) container per run of a submission's code.
+
+:func:`command` builds the ``bwrap`` command line: every namespace unshared (no network; its own PID namespace
+whose init is the runner itself, ``--as-pid-1``: when it ends, or is killed, the kernel kills every process
+the learner started, detached or not, and the grader is accounted its CPU time; ``--die-with-parent`` so it
+dies with the grader), an unprivileged uid/gid (65534), all capabilities dropped, a new session (no terminal
+injection), the system (``/usr``...) and the Python installation read-only, ``/etc``, ``/home``, ``/root``,
+the repository and every other submission absent, a private size-limited ``/tmp`` (the working folder) and
+``/dev/shm``, and two read-only folders of the grader's: ``/grader/lib`` (the course_lib copy with the
+references withheld, :mod:`course_lib.grading.libcopy`) and ``/grader/job`` (this submission's cells and its
+exercise's hidden inputs, nothing else). The resource limits are set by the runner itself
+(:mod:`course_lib.grading.sandbox_main`) before any learner code runs.
+
+:class:`SandboxRun` starts it and reads the runner's frames from a pipe with hard limits on their size, in a
+thread, so that the grader can time each exercise and kill the whole container.
+
+Without bubblewrap (``--unsafe-no-sandbox``) the same runner is started as a plain process: no isolation.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["SandboxUnavailable", "probe", "command", "SandboxRun", "Frame", "INSTALL_HINT", "UID"]
+
+UID = 65534
+INSTALL_HINT = ("course-grade runs every submission in a bubblewrap sandbox: install it (Debian/Ubuntu: "
+                "`sudo apt-get install bubblewrap`, Fedora: `sudo dnf install bubblewrap`) on Linux with user "
+                "namespaces enabled, or pass --unsafe-no-sandbox to grade without one (only for trusted code)")
+LIB, JOB, WORK = "/grader/lib", "/grader/job", "/tmp"
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create its namespaces here."""
+
+
+def probe() -> None:
+    """Raise :class:`SandboxUnavailable` (with what to install) unless a bwrap sandbox starts here."""
+    if not sys.platform.startswith("linux") or shutil.which("bwrap") is None:
+        raise SandboxUnavailable(f"bubblewrap (bwrap) was not found. {INSTALL_HINT}")
+    cmd = ["bwrap", "--unshare-all", "--die-with-parent", "--uid", str(UID), "--gid", str(UID),
+           *_system_mounts(), "--", "/bin/true"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SandboxUnavailable(f"bwrap could not start ({err}). {INSTALL_HINT}") from None
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", "replace").strip()[:300]
+        raise SandboxUnavailable(f"bwrap cannot create its namespaces here ({why}). {INSTALL_HINT}")
+
+
+def _system_mounts() -> list[str]:
+    """Read-only system folders (or the symlinks a merged-/usr system has)."""
+    args: list[str] = []
+    for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    return args
+
+
+def python_roots() -> list[str]:
+    """The folders of this Python installation (virtual environment and base), outside the system's."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             str(Path(os.path.realpath(sys.executable)).parent.parent)}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        roots.add(sysconfig.get_paths()[key])
+    kept = sorted(r for r in roots if r and os.path.isdir(r) and not r.startswith("/usr/"))
+    return [r for r in kept if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in kept)]
+
+
+def _masks(roots: list[str]) -> list[str]:
+    """An empty tmpfs over any real ``course_lib`` that a mounted root would otherwise show."""
+    import course_lib
+
+    real = str(Path(course_lib.__file__).resolve().parent)
+    if any(real.startswith(r.rstrip("/") + "/") for r in roots + ["/usr"]):
+        return ["--tmpfs", real]
+    return []
+
+
+def command(lib: Path, job: Path, argv: list[str], disk_mb: int, channel: int) -> list[str]:
+    """The bwrap command line that runs the sandbox's runner (see the module docstring)."""
+    roots = python_roots()
+    env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "PYTHONPATH": LIB, "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_DEVICE": "cpu",
+           "COURSE_GRADE_CHANNEL": str(channel)}
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
+            "--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox", "--clearenv", *_system_mounts()]
+    for root in roots:
+        args += ["--ro-bind", root, root]
+    args += _masks(roots)
+    args += ["--ro-bind", str(lib), LIB, "--ro-bind", str(job), JOB, "--proc", "/proc", "--dev", "/dev",
+             "--size", str(disk_mb << 20), "--tmpfs", WORK, "--size", str(1 << 20), "--tmpfs", "/dev/shm",
+             "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args + ["--", sys.executable, "-P", "-s", f"{LIB}/course_lib/grading/sandbox_main.py", JOB, *argv]
+
+
+def unsandboxed_command(lib: Path, job: Path, argv: list[str]) -> list[str]:
+    """The runner as a plain process (``--unsafe-no-sandbox``): the same program, no isolation at all."""
+    return ["env", f"PYTHONPATH={lib}", sys.executable, "-P", "-s",
+            str(lib / "course_lib" / "grading" / "sandbox_main.py"), str(job), *argv]
+
+
+@dataclass
+class Frame:
+    """One message from the runner: its JSON header and the bytes of its ``.npz`` (may be empty)."""
+
+    header: bytes
+    arrays: bytes
+
+
+class SandboxRun:
+    """A started sandbox and the frames it sends (at most ``max_frame`` bytes each, ``max_total`` in all)."""
+
+    EOF = object()
+
+    def __init__(self, build: callable, max_frame: int, max_total: int, work: Path) -> None:
+        read_end, write_end = os.pipe()
+        self.frames: queue.Queue = queue.Queue()
+        self.problem = ""
+        self.max_frame, self.max_total = max_frame, max_total
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COURSE_GRADE_CHANNEL": str(write_end),
+               "HOME": str(work), "TMPDIR": str(work), "OMP_NUM_THREADS": "1", "PYTHONPATH": "",
+               "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "MPLBACKEND": "Agg"}
+        debug = os.environ.get("COURSE_GRADE_DEBUG")
+        try:
+            self.proc = subprocess.Popen(build(write_end), stdin=subprocess.DEVNULL, pass_fds=(write_end,),
+                                         stdout=None if debug else subprocess.DEVNULL,
+                                         stderr=None if debug else subprocess.DEVNULL,
+                                         cwd=str(work), env=env, start_new_session=True)
+        finally:
+            os.close(write_end)
+        self._reader = threading.Thread(target=self._read, args=(read_end,), daemon=True)
+        self._reader.start()
+
+    def _read(self, fd: int) -> None:
+        total = 0
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while True:
+                size = _read_exact(pipe, 8)
+                if size is None:
+                    break
+                (length,) = struct.unpack(">Q", size)
+                total += length
+                if length > self.max_frame or total > self.max_total or length < 4:
+                    self.problem = (f"the sandbox sent {length} bytes at once ({total} in all), over the grader's "
+                                    f"limit of {self.max_frame} per message")
+                    self.kill()
+                    break
+                payload = _read_exact(pipe, length)
+                if payload is None:
+                    break
+                (json_length,) = struct.unpack(">I", payload[:4])
+                self.frames.put(Frame(payload[4:4 + json_length], payload[4 + json_length:]))
+        self.frames.put(self.EOF)
+
+    def next(self, timeout: float) -> object:
+        """The next frame, :attr:`EOF` when the sandbox is gone, or None after ``timeout`` seconds."""
+        try:
+            return self.frames.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+
+    def kill(self) -> None:
+        """Stop the whole container (bwrap's death takes every process of its PID namespace with it)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, AttributeError):
+            pass
+
+    def close(self, grace: float = 0.0) -> None:
+        """Let the sandbox end by itself for ``grace`` seconds, then kill it; wait for it and the reader."""
+        try:
+            self.proc.wait(timeout=grace) if grace > 0 else None
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
+            pass
+        self._reader.join(timeout=30)
+
+
+def _read_exact(pipe: object, n: int) -> bytes | None:
+    """Exactly ``n`` bytes from ``pipe``, or None at end of file."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = pipe.read(min(n - got, 1 << 20))  # type: ignore[attr-defined]
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
