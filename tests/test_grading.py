@@ -464,7 +464,7 @@ def test_runtime_defences_alone_contain_loops_exits_and_hooks(fx_nb, tmp_path: P
     assert got["fx_causal_mask"][:2] == ("timeout", 0.0)
     assert got["fx_attend"][:2] == ("error", 0.0) and "sandbox stopped" in got["fx_attend"][2]
     assert got["fx_scale"][:2] == ("error", 0.0) and "get_ipython" in got["fx_scale"][2]  # no IPython at all
-    assert got["total"] == 2 and got["starts"] == 3, got
+    assert got["total"] == 2 and got["starts"] == 4, got  # a fresh sandbox after each exercise that did not pass
 
 
 @pytest.mark.slow
@@ -488,7 +488,7 @@ def test_runtime_defences_alone_contain_patches_reference_calls_memory_files_and
     assert got["fx_attend"][:2] == ("error", 0.0) and "memory limit" in got["fx_attend"][2]
     assert got["fx_scale"][:2] == ("error", 0.0) and "FileNotFoundError" in got["fx_scale"][2]
     assert got["fx_masked_mean"][:2] == ("fail", 0.0)
-    assert got["total"] == 0 and got["starts"] == 1
+    assert got["total"] == 0 and got["starts"] == 5  # after each exercise that did not pass (but the last)
 
 
 @pytest.mark.slow
@@ -508,7 +508,7 @@ def test_runtime_defences_alone_stop_module_shadowing_and_answers_computed_by_th
     assert got["fx_causal_mask"][:2] == ("error", 0.0) and "fx_checks" in got["fx_causal_mask"][2], got
     for name in ("fx_attend", "fx_scale", "fx_masked_mean"):  # graded after the restart: setup was not shadowed
         assert got[name][0] == "pass", got
-    assert got["starts"] == 2
+    assert got["starts"] == 3  # the loop, then the error: a fresh sandbox after each
 
 
 @pytest.mark.slow
@@ -617,7 +617,8 @@ def test_attack_reports_say_what_happened(attacked) -> None:
     assert int(reports["disk_fill"].exercises[0].message.split("wrote ")[1].split(" MB")[0]) <= 64
     assert "done" not in reports["files_outside"].exercises[0].message.split(": ", 1)[1]
     markdown = (attacked["out"] / "00_welcome_forge_report.md").read_text(encoding="utf-8")
-    assert "<img" not in markdown and markdown.count("Score:") == 1 and "\n# Grading report: A+" not in markdown
+    assert "<img" not in markdown and markdown.count("**Score:") == 1 and "\n# Grading report: A+" not in markdown
+    assert sum(line.startswith("| stable") for line in markdown.splitlines()) == 1  # no forged table row
     assert "\\udc80" in (attacked["out"] / "00_welcome_surrogate.json").read_text(encoding="ascii")
 
 
