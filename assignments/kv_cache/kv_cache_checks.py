@@ -25,6 +25,7 @@ from torch import nn
 
 from course_lib.attention import merge_heads, scaled_dot_product_attention, split_heads
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 
 NOTEBOOK = "kv_cache"
 
@@ -138,8 +139,7 @@ KV_APPEND = register(Exercise(
     points=2,
     reference=append_kv,
     summary="append new keys and values after the cached ones, along the sequence axis",
-    public_cases=lambda gen: _append_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _append_cases(gen, hidden=True),
+    **public_and_hidden(_append_cases),
     mistakes=[
         Mistake("new positions first", _append_new_first,
                 "put the old positions first: torch.cat([past_k, k_new], dim=2). Position order matters, "
@@ -309,8 +309,7 @@ KV_ATTENTION_STEP = register(Exercise(
     points=3,
     reference=CachedSelfAttention,
     summary="causal self-attention from new tokens to a key/value cache, returning the updated cache",
-    public_cases=lambda gen: _step_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _step_cases(gen, hidden=True),
+    **public_and_hidden(_step_cases),
     mistakes=[
         Mistake("no causal mask", _StepNoMask,
                 "within a chunk of several new tokens, a token must not see the tokens after it: mask the "
@@ -498,8 +497,7 @@ KV_DECODE_LOOP = register(Exercise(
     points=3,
     reference=TinyDecoder,
     summary="greedy decoding that feeds each new token once, through the key/value cache",
-    public_cases=lambda gen: _decode_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _decode_cases(gen, hidden=True),
+    **public_and_hidden(_decode_cases),
     mistakes=[
         Mistake("re-feeds the whole sequence on top of the cache", _DecodeRefeedsEverything,
                 "with a cache, feed only the newest token: the cache already holds the keys and values of "

@@ -11,6 +11,7 @@ import math
 import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.seq2seq import additive_attention
 
 NOTEBOOK = "09_why_self_attention"
@@ -137,8 +138,7 @@ ADDITIVE_ATTENTION = register(Exercise(
     differentiable=True,  # trained through in the RNN encoder-decoder
     reference=additive_attention,
     summary="additive (Bahdanau) attention: v^T tanh(W_q q + W_k k), softmax over the keys, weighted values",
-    public_cases=lambda gen: _additive_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _additive_cases(gen, hidden=True),
+    **public_and_hidden(_additive_cases),
     mistakes=[
         Mistake("no tanh", _no_tanh,
                 "the score is v^T tanh(W_q q + W_k k): without the tanh it is linear in q and k, and the part "

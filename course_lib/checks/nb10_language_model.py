@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from course_lib.attention import scaled_dot_product_attention
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.generation import attend_with_cache, top_p_filter
 from course_lib.lm import lm_loss
 
@@ -92,8 +93,7 @@ LM_LOSS = register(Exercise(
     differentiable=True,  # trained through: gradients must flow
     reference=lm_loss,
     summary="the shifted language-model loss: logits at t scored on the token at t + 1",
-    public_cases=lambda gen: _loss_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _loss_cases(gen, hidden=True),
+    **public_and_hidden(_loss_cases),
     mistakes=[
         Mistake("not shifted", _not_shifted,
                 "the output at position t must predict the NEXT token, tokens[:, t + 1]: compare "
@@ -208,8 +208,7 @@ TOP_P = register(Exercise(
     points=2,
     reference=top_p_filter,
     summary="nucleus filtering: keep the smallest set of most probable tokens whose probability reaches p",
-    public_cases=lambda gen: _top_p_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _top_p_cases(gen, hidden=True),
+    **public_and_hidden(_top_p_cases),
     mistakes=[
         Mistake("the crossing token dropped", _mass_including_itself,
                 "keep a token while the tokens ABOVE it hold less than p (cumulative mass minus its own "
@@ -305,8 +304,7 @@ ATTEND_WITH_CACHE = register(Exercise(
     points=2,
     reference=attend_with_cache,
     summary="one causal attention step that appends to and attends over a key/value cache",
-    public_cases=lambda gen: _cache_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _cache_cases(gen, hidden=True),
+    **public_and_hidden(_cache_cases),
     mistakes=[
         Mistake("no causal mask", _no_causal_mask,
                 "with several new tokens (the prompt), new token i must not see new tokens after it: mask "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
 from course_lib.experiments import average_weights
 
 NOTEBOOK = "12_paper_experiments"
@@ -84,8 +85,7 @@ AVERAGE_WEIGHTS = register(Exercise(
     points=1,
     reference=average_weights,
     summary="one state_dict entry averaged over checkpoints (integer buffers from the last)",
-    public_cases=lambda gen: _average_cases(gen, hidden=False),
-    hidden_cases=lambda gen: _average_cases(gen, hidden=True),
+    **public_and_hidden(_average_cases),
     mistakes=[
         Mistake("last checkpoint only", _last_only, "average every checkpoint given, not just the last one."),
         Mistake("sum, not mean", _sum_not_mean, "divide the sum by the number of checkpoints."),
