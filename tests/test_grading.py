@@ -31,6 +31,7 @@ from course_lib.exercises import get_exercise
 from course_lib.exercises.notebooks import exercise_cells, solve
 from course_lib.grading import codec as H
 from course_lib.grading.cli import grade_many, main
+from course_lib.grading.executor import MAX_TASKS
 from course_lib.grading.policy import check_source, setup_namespace
 from course_lib.grading.report import csv_safe, escape_markdown
 from course_lib.grading.results import UntrustedData, load_arrays, parse_header
@@ -616,6 +617,8 @@ def test_attack_reports_say_what_happened(attacked) -> None:
     memfd, maps = int(held.split("held ")[1].split(" MB")[0]), int(held.split(" and ")[1].split(" MB")[0])
     assert memfd <= 256 and maps < CONFIG["memory_mb"] + 1024, held
     assert "wrote" in reports["disk_fill"].exercises[0].message
+    forked = reports["fork_bomb"].exercises[0].message  # bounded by the control group (root) or RLIMIT_NPROC
+    assert "then no limit" not in forked and int(forked.split("forked ")[1].split(" ")[0]) <= MAX_TASKS, forked
     assert int(reports["disk_fill"].exercises[0].message.split("wrote ")[1].split(" MB")[0]) <= 64
     assert "done" not in reports["files_outside"].exercises[0].message.split(": ", 1)[1]
     markdown = (attacked["out"] / "00_welcome_forge_report.md").read_text(encoding="utf-8")

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .cgroups import SandboxCgroup
 from .results import UntrustedData, parse_header
 from .sandbox import SandboxRun, command, unsandboxed_command
 
@@ -37,6 +38,10 @@ __all__ = ["Limits", "Plan", "execute"]
 _MB = 1 << 20
 #: The largest message a sandbox may send (one exercise's outputs); the grader keeps one per exercise.
 MAX_FRAME = 16 * _MB
+#: Where the grader may make control groups (root): a sandbox's tasks (threads count) and its memory, shared
+#: memory and its tmpfs folders included, on top of the runner's own limit (``course_lib.grading.cgroups``).
+MAX_TASKS = 256
+CGROUP_SLACK_MB = 1536  # above the address-space limit (+1024) and the tmpfs folders: a backstop
 
 
 @dataclass
@@ -158,7 +163,8 @@ def _run_once(library: Callable[[frozenset[int]], Path], job: Path, work: Path, 
     lib = library(frozenset(n for n, ex in enumerate(follower.plan.exercises)
                             if ex["cell"] is not None and (n >= start or n in follower.clean)))
     limits = follower.limits
-    build = (lambda fd: command(lib, job, argv, limits.disk_mb, fd)) if limits.sandbox else (
+    group = SandboxCgroup(MAX_TASKS, limits.memory_mb + CGROUP_SLACK_MB) if limits.sandbox else None
+    build = (lambda fd: group.wrap(command(lib, job, argv, limits.disk_mb, fd))) if group else (
         lambda fd: unsandboxed_command(lib, job, argv))
     run = SandboxRun(build, max_frame=MAX_FRAME, max_total=4 * MAX_FRAME, work=work)
     grace = 0.0
@@ -181,6 +187,8 @@ def _run_once(library: Callable[[frozenset[int]], Path], job: Path, work: Path, 
                 return len(follower.plan.exercises)
     finally:
         run.close(grace)
+        if group is not None:
+            group.remove()
 
 
 def execute(library: Callable[[frozenset[int]], Path], plan: Plan, limits: Limits, deadline: float,
