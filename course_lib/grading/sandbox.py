@@ -99,11 +99,14 @@ def command(lib: Path, job: Path, argv: list[str], disk_mb: int, channel: int) -
            "COURSE_GRADE_CHANNEL": str(channel)}
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
             "--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox", "--clearenv", *_system_mounts()]
+    # The private /tmp first: a Python installation that lives under /tmp (a CI job's virtual environment)
+    # is then bound on top of it, read-only, instead of being hidden by it.
+    args += ["--size", str(disk_mb << 20), "--tmpfs", WORK]
     for root in roots:
         args += ["--ro-bind", root, root]
     args += _masks(roots)
     args += ["--ro-bind", str(lib), LIB, "--ro-bind", str(job), JOB, "--proc", "/proc", "--dev", "/dev",
-             "--size", str(disk_mb << 20), "--tmpfs", WORK, "--size", str(1 << 20), "--tmpfs", "/dev/shm",
+             "--size", str(1 << 20), "--tmpfs", "/dev/shm",
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
     for key, value in env.items():
         args += ["--setenv", key, value]
