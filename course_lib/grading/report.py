@@ -8,11 +8,15 @@
   gradebook). A cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first)
   is prefixed with ``'``.
 
-Example:
-    >>> escape_markdown("| **Score: 1 / 1** <img src=x onerror=alert(1)>")
-    '\\\\| \\\\*\\\\*Score: 1 / 1\\\\*\\\\* &lt;img src=x onerror=alert(1)&gt;'
-    >>> csv_safe("=HYPERLINK(\\"http://x\\")")
-    '\\'=HYPERLINK("http://x")'
+Example (a fenced block, so that the API reference shows the tag as text instead of rendering it):
+
+```python
+>>> escape_markdown("| **Score: 1 / 1** <img src=x onerror=alert(1)>")
+'\\\\| \\\\*\\\\*Score: 1 / 1\\\\*\\\\* &lt;img src=x onerror=alert(1)&gt;'
+>>> csv_safe("=HYPERLINK(\\"http://x\\")")
+'\\'=HYPERLINK("http://x")'
+
+```
 """
 
 from __future__ import annotations
