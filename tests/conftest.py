@@ -17,11 +17,21 @@ See CONTRIBUTING.md, "Test tiers".
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 import course_lib.checks  # noqa: F401  (adds the course's exercise package: get_exercise finds exercises in it)
+
+# nbval reads a cell's messages only after the cell has finished. A long training cell with a widget progress
+# bar sends a message at every refresh (tqdm's default: ten a second), and the kernel's message socket keeps at
+# most 1000 unread ones: past that it drops messages, the cell's closing "idle" among them, and nbval fails
+# with "Timeout of 5 seconds exceeded waiting for output" (notebooks 05 and 07 did so in CI). Under test the
+# bars refresh at most every 2 s; kernels started later (nbval's, nbclient's) inherit this environment, since
+# every conftest is imported at collection, before any test runs. A learner's JupyterLab, which reads as it
+# goes, keeps tqdm's default.
+os.environ.setdefault("TQDM_MININTERVAL", "2")
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
