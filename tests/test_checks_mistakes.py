@@ -126,3 +126,17 @@ def test_grader_sandbox_side_trips_on_softmax() -> None:
 
     result, _ = run_cases(job, own, arrays)
     assert all(c["status"] == "ok" for c in result["cases"])
+
+
+def test_pytorchs_one_call_attention_fails_the_attention_check() -> None:
+    """F.scaled_dot_product_attention is the exercise's answer: the check switches it off, as softmax in 00."""
+
+    def library(query, key, value, mask=None, dropout_p=0.0):
+        d_k = query.size(-1)
+        scores = query @ key.transpose(-2, -1) / d_k ** 0.5
+        weights = torch.softmax(scores if mask is None else scores.masked_fill(~mask, float("-inf")), dim=-1)
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p), weights
+
+    result = run_check("scaled_dot_product_attention", library)
+    assert result.status == "failed" and "scaled_dot_product_attention" in result.message
+    assert run_check("scaled_dot_product_attention", get_exercise("scaled_dot_product_attention").reference).passed

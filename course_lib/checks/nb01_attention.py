@@ -198,6 +198,8 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     notebook=NOTEBOOK,
     points=2,
     differentiable=True,  # trained through in the notebooks: gradients must flow
+    # PyTorch's one-call attention is the exercise's answer: switched off while the learner's code runs.
+    forbidden_calls=("torch.nn.functional.scaled_dot_product_attention",),
     reference=scaled_dot_product_attention,
     summary="softmax(Q K^T / sqrt(d_k)) V with an optional boolean mask (True = may attend), "
             "returning (output, weights)",
