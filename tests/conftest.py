@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 import pytest
+from site_cache import NbvalSiteCache
 
 import course_lib.checks  # noqa: F401  (adds the course's exercise package: get_exercise finds exercises in it)
 
@@ -79,3 +80,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                    if key.split("::")[0] in modules and not hasattr(modules[key.split("::")[0]], key.split("::")[1]))
     if stale:
         raise pytest.UsageError(f"conftest.py SLOW_TESTS names tests that do not exist any more: {stale}")
+    # The site test last: it builds from the notebooks nbval has executed in this session (site_cache.py).
+    items.sort(key=lambda item: item.path.name == "test_site.py")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A plugin, not hooks of this conftest: a conftest's test hooks see only the items below its folder, and
+    # this one must see nbval's cells in notebooks/.
+    config.pluginmanager.register(NbvalSiteCache(), "course-site-cache")

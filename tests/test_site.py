@@ -1,8 +1,10 @@
-"""The course's website, built in smoke mode and read in a real browser (Playwright on the system Chromium).
+"""The course's website, built and read in a real browser (Playwright on the system Chromium).
 
-One build (``tools/build_site.py`` with ``COURSE_SMOKE=1``, as ``make site COURSE_SMOKE=1``) into a temporary
-folder, served on localhost by ``http.server`` in a thread; then every page reachable from the home page is
-visited, and each must:
+One build (``tools/build_site.py``) into a temporary folder: under ``make test`` it runs after nbval has executed
+every notebook, and builds from those executed notebooks (``tests/site_cache.py`` puts them in the site's cache),
+so nothing is executed twice; run alone, it builds in smoke mode (``COURSE_SMOKE=1``, as
+``make site COURSE_SMOKE=1``). The site is served on localhost by ``http.server`` in a thread; then every page
+reachable from the home page is visited, and each must:
 
 - load (HTTP 200) with no console error and no uncaught exception;
 - make no request that fails and none to another host than the local server (such requests are blocked, and
@@ -34,6 +36,7 @@ from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 import pytest
 from browser import SCREENSHOTS, chromium
 from conftest import ROOT
+from site_cache import load_build_site
 
 pytestmark = pytest.mark.slow
 
@@ -59,11 +62,21 @@ def _has_maths(notebook: Path) -> bool:
     return any(UNTYPESET.search("".join(c["source"])) for c in cells if c["cell_type"] == "markdown")
 
 
+def _nbval_executed_all() -> bool:
+    """True when every notebook is in the site's cache as executed with the default step counts: nbval has run
+    them all in this session (``make test``: site_cache.py writes them there) or a full ``make site`` did."""
+    build_site = load_build_site()
+    environment = build_site.environment_key(False)
+    return all(build_site.cached_notebook(build_site.default_cache(), notebook, environment).exists()
+               for notebook in build_site.notebooks())
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built in smoke mode (executed notebooks cached in build/site-cache, keyed on their sources)."""
+    """The site, built from the notebooks nbval executed in this session when it executed them all, else in
+    smoke mode (executed notebooks cached in build/site-cache, keyed on their sources: see tools/build_site.py)."""
     out = tmp_path_factory.mktemp("site") / "site"
-    env = {**os.environ, "COURSE_SMOKE": "1"}
+    env = {**os.environ, "COURSE_SMOKE": "" if _nbval_executed_all() else "1"}
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
                             env=env, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, f"the site did not build:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"

@@ -56,6 +56,11 @@ _ID = re.compile(r'\bid="([^"]*)"')
 _FRAGMENT_LINK = re.compile(r'<a href="#([^"]*)">(.*?)</a>', re.DOTALL)
 
 
+def default_cache() -> Path:
+    """Where executed notebooks and the API reference are kept between builds: $COURSE_SITE_CACHE, or build/."""
+    return Path(os.environ.get("COURSE_SITE_CACHE", ROOT / "build" / "site-cache"))
+
+
 def notebooks(root: Path = ROOT) -> list[Path]:
     """The course's notebooks in syllabus order (their names start with the lesson's number)."""
     return sorted((root / "notebooks").glob("*.ipynb"))
@@ -81,6 +86,11 @@ def environment_key(smoke: bool) -> str:
 def notebook_key(notebook: Path, environment: str) -> str:
     """The cache key of one executed notebook."""
     return hashlib.sha256(environment.encode() + notebook.read_bytes()).hexdigest()[:20]
+
+
+def cached_notebook(cache: Path, notebook: Path, environment: str) -> Path:
+    """Where ``notebook``, executed in ``environment`` (:func:`environment_key`), is kept in ``cache``."""
+    return cache / "notebooks" / f"{notebook.stem}-{notebook_key(notebook, environment)}.ipynb"
 
 
 def execute(notebook: Path, destination: Path, timeout: int) -> float:
@@ -111,7 +121,7 @@ def executed_notebooks(cache: Path, smoke: bool, timeout: int) -> list[tuple[Pat
     environment = environment_key(smoke)
     pairs = []
     for notebook in notebooks():
-        cached = cache / "notebooks" / f"{notebook.stem}-{notebook_key(notebook, environment)}.ipynb"
+        cached = cached_notebook(cache, notebook, environment)
         if cached.exists():
             print(f"build_site: {notebook.name}: cached", flush=True)
         else:
@@ -241,8 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     """Parse the command line and build."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "site", help="where the site is written")
-    parser.add_argument("--cache", type=Path, default=Path(os.environ.get("COURSE_SITE_CACHE", ROOT / "build" /
-                        "site-cache")), help="executed notebooks and the API reference, kept between builds")
+    parser.add_argument("--cache", type=Path, default=default_cache(),
+                        help="executed notebooks and the API reference, kept between builds")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds a cell may run before the build fails")
     args = parser.parse_args(argv)
     smoke = os.environ.get("COURSE_SMOKE", "") == "1"
