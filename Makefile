@@ -34,8 +34,10 @@ $(LAB_SETTINGS): jupyter/lab/settings/overrides.d/transformer-course.json $(STAM
 lab: $(STAMP) $(LAB_SETTINGS)
 	$(BIN)/jupyter lab --notebook-dir=notebooks --port=$(PORT) $(LAB_ARGS)
 
+# The 25 slowest tests close the report, so that CI's log shows where its time goes.
+PYTEST_ARGS ?= --durations=25
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every module's unit tests in tests/, without the slow ones: executing notebooks (every notebook cell is slow,
 # so notebooks/ is not even collected), training models, building the API reference, running benchmark
