@@ -55,6 +55,7 @@ class NbvalSiteCache:
         self.cells: dict[Path, list[pytest.Item]] = {}  # notebook -> its nbval cell items, in order
         self.outputs: dict[Path, dict[int, list]] = defaultdict(dict)  # notebook -> code cell's number -> outputs
         self.failed: set[Path] = set()
+        self.written: set[Path] = set()
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -94,3 +95,4 @@ class NbvalSiteCache:
         partial = destination.with_suffix(".partial")
         nbformat.write(nb, partial)
         partial.replace(destination)
+        self.written.add(notebook)

@@ -72,11 +72,17 @@ def _nbval_executed_all() -> bool:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
     """The site, built from the notebooks nbval executed in this session when it executed them all, else in
     smoke mode (executed notebooks cached in build/site-cache, keyed on their sources: see tools/build_site.py)."""
+    recorder = pytestconfig.pluginmanager.get_plugin("course-site-cache")
+    full = _nbval_executed_all()
+    if recorder is not None and set(recorder.written) == set(load_build_site().notebooks()):
+        # nbval passed every notebook in this session: the build must find them all (else the plugin is broken
+        # and every notebook would be executed a second time, silently doubling CI's time).
+        assert full, "nbval executed every notebook, but tests/site_cache.py did not put them all in the site's cache"
     out = tmp_path_factory.mktemp("site") / "site"
-    env = {**os.environ, "COURSE_SMOKE": "" if _nbval_executed_all() else "1"}
+    env = {**os.environ, "COURSE_SMOKE": "" if full else "1"}
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
                             env=env, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, f"the site did not build:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
