@@ -13,7 +13,7 @@
 
 Usage (take the benchmark lock on a shared machine)::
 
-    flock /tmp/bench.lock python benchmarks/bench_lm.py            # 3 seeds, 1250 steps (about 3 min each)
+    flock /tmp/bench.lock python benchmarks/bench_lm.py            # 3 seeds, 3 minutes each
     flock /tmp/bench.lock python benchmarks/bench_lm.py --quick    # one seed, fewer steps
 
 Writes ``benchmarks/results/lm.md`` and prints ``RESULT`` lines for ``run_all.py``.
@@ -94,7 +94,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 150 steps, 128 new tokens, 1 repeat")
     parser.add_argument("--steps", type=int, default=1250,
-                        help="training steps (notebook 10: 400); 1250 fill 3 minutes on an idle 2-core machine")
+                        help="steps of the schedule (notebook 10: 400); the 3-min cap stops it near 750 (2 idle CPUs)")
     parser.add_argument("--seconds", type=float, default=TARGET_SECONDS, help="wall-time cap on training")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--eval-every", type=int, default=0,
