@@ -140,3 +140,49 @@ def test_pytorchs_one_call_attention_fails_the_attention_check() -> None:
     result = run_check("scaled_dot_product_attention", library)
     assert result.status == "failed" and "scaled_dot_product_attention" in result.message
     assert run_check("scaled_dot_product_attention", get_exercise("scaled_dot_product_attention").reference).passed
+
+
+class _WrapsTorchMultiheadAttention(torch.nn.Module):
+    """A learner's answer that hands the work to PyTorch's multi-head attention, with the notebook's attributes
+    (so the check's weights load) and a fix for the query with no key (PyTorch gives NaN there)."""
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.d_model, self.num_heads, self.d_k, self.dropout = d_model, num_heads, d_model // num_heads, dropout
+        self.w_q, self.w_k, self.w_v, self.w_o = (torch.nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
+
+    def forward(self, query, key, value, mask=None, need_weights=False):
+        batch, seq_q, seq_k = query.shape[0], query.shape[1], key.shape[1]
+        in_weight = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])
+        in_bias = None if self.w_q.bias is None else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+        blocked = None
+        if mask is not None:  # the course's mask (True = may attend) -> PyTorch's (True = blocked), per head
+            allowed = mask.expand(batch, self.num_heads, seq_q, seq_k)
+            blocked = ~allowed.reshape(batch * self.num_heads, seq_q, seq_k)
+        out, weights = F.multi_head_attention_forward(
+            query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), self.d_model, self.num_heads,
+            in_weight, in_bias, None, None, False, self.dropout if self.training else 0.0, self.w_o.weight,
+            self.w_o.bias, training=self.training, need_weights=True, attn_mask=blocked,
+            average_attn_weights=False)
+        out = out.transpose(0, 1)  # (batch, seq_q, d_model)
+        if mask is not None:
+            no_key = ~mask.expand(batch, self.num_heads, seq_q, seq_k).any(-1, keepdim=True)  # (b, h, seq_q, 1)
+            weights = weights.masked_fill(no_key, 0.0)
+            out = torch.where(no_key.all(1), self.w_o.bias if self.w_o.bias is not None else 0.0, out)
+        return out, weights if need_weights else None
+
+
+def test_wrapping_pytorchs_multihead_attention_fails_the_class_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the tripwire the wrapper passes the check (so the tripwire is what stops it); with it, the check
+    fails naming the function, the reference still passes, and PyTorch's module is restored afterwards."""
+    exercise = get_exercise("multi_head_attention")
+    with monkeypatch.context() as patch:
+        patch.setattr(exercise, "forbidden_calls", ())
+        unguarded = run_check("multi_head_attention", _WrapsTorchMultiheadAttention)
+        assert unguarded.passed, unguarded.message
+    result = run_check("multi_head_attention", _WrapsTorchMultiheadAttention)
+    assert result.status == "failed" and "multi_head_attention_forward" in result.message, result.message
+    assert run_check("multi_head_attention", exercise.reference).passed
+    module = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    x = torch.randn(1, 3, 8)
+    assert module(x, x, x)[0].shape == (1, 3, 8)  # PyTorch's module works again

@@ -448,6 +448,9 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     points=3,
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=MultiHeadAttention,
+    # PyTorch's module is the exercise's answer (notebook 02 compares with it): wrapping it is not writing it.
+    forbidden_calls=("torch.nn.MultiheadAttention.forward", "torch.nn.functional.multi_head_attention_forward",
+                     "torch._native_multi_head_attention"),
     summary="MultiHeadAttention.forward: project, split into heads, attend, merge, project with W^O",
     **public_and_hidden(_mha_cases),
     mistakes=[
