@@ -21,6 +21,7 @@ __version__ = "0.1.0"
 
 from .attention import MultiHeadAttention, fused_attention, merge_heads, scaled_dot_product_attention, split_heads
 from .basics import stable_softmax
+from .bert import BERT
 from .gpt import GPT
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, mean_pool
 from .masking import (
@@ -60,4 +61,6 @@ __all__ = [
     "attention_rollout",
     # 10 decoder-only language model
     "GPT",
+    # 11 encoder-only model (the module is ready; its notebook is not written yet)
+    "BERT",
 ]
