@@ -18,7 +18,7 @@ from .core import (
     run_case,
     validate_exercise,
 )
-from .feedback import CheckResult, check, compare_outputs, run_check, to_plain
+from .feedback import CheckResult, check, compare_outputs, output_problems, run_check, to_plain
 
 __all__ = [
     "Case",
@@ -36,6 +36,7 @@ __all__ = [
     "CheckResult",
     "check",
     "compare_outputs",
+    "output_problems",
     "run_check",
     "to_plain",
 ]

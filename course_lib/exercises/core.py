@@ -120,6 +120,14 @@ class Exercise:
             in the exercise that writes a softmax): while the learner's code runs they are replaced by a
             tripwire that raises :class:`ForbiddenCallError` (see :func:`forbid_calls`); the grading command
             does the same in its kernel.
+        seed: for an exercise whose answer is random (BERT's masking draws which tokens to hide): PyTorch's
+            global random generator is seeded with this before each call (and restored afterwards), so that
+            a check gives the same verdict every time. Such an exercise also needs ``compare``.
+        compare: how an output is judged when equality with the reference's cannot be asked for (a random
+            answer): ``compare(case, expected, got)`` with the plain outputs (see ``to_plain``) returns the
+            problems found, each ``"what: details"``, none when the output is right. ``None``: the output
+            must equal the reference's within ``atol``/``rtol``. It runs in the grader's own process on the
+            untrusted output, so it must accept any plain value without raising.
     """
 
     name: str
@@ -136,6 +144,8 @@ class Exercise:
     grad: bool = False
     differentiable: bool = False
     forbidden_calls: Sequence[str] = ()
+    seed: int | None = None
+    compare: Callable[[Case, Any, Any], list[str]] | None = None
     declared_in: str = field(default="", repr=False)
 
     @property
@@ -377,7 +387,7 @@ def _require_grad(value: Any) -> Any:
 
 
 def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, differentiable: bool = False,
-             forbidden: Sequence[str] = ()) -> Any:
+             forbidden: Sequence[str] = (), seed: int | None = None) -> Any:
     """Call ``impl`` on ``case``: construct it first (and load ``case.state``) when it is a class.
 
     Inputs are copied for every call, and compared with a second copy afterwards: an implementation that
@@ -385,8 +395,18 @@ def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, different
     the call. With ``differentiable`` the floating-point inputs require grad and the output is
     backpropagated (a random weighting of its floating tensors); a graph that is cut or broken raises
     :class:`NotDifferentiableError`. The functions named in ``forbidden`` raise :class:`ForbiddenCallError`
-    while ``impl`` runs (see :func:`forbid_calls`).
+    while ``impl`` runs (see :func:`forbid_calls`). With ``seed``, PyTorch's global random generator is
+    seeded with it for the call and restored afterwards (a random exercise's draws are the same every time).
     """
+    if seed is None:
+        return _run_case(impl, case, grad, differentiable, forbidden)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _run_case(impl, case, grad, differentiable, forbidden)
+
+
+def _run_case(impl: Callable[..., Any], case: Case, grad: bool, differentiable: bool,
+              forbidden: Sequence[str]) -> Any:
     args, kwargs = _clone(tuple(case.args)), _clone(dict(case.kwargs))
     pristine_args, pristine_kwargs = _clone(args), _clone(kwargs)
     with torch.set_grad_enabled(grad or differentiable), forbid_calls(forbidden, impl):
@@ -438,6 +458,8 @@ def register(exercise: Exercise) -> Exercise:
         )
     if not (isinstance(exercise.points, (int, float)) and exercise.points > 0):
         raise ExerciseDefinitionError(f"exercise {name!r}: points must be > 0, got {exercise.points!r}")
+    if exercise.compare is not None and not callable(exercise.compare):
+        raise ExerciseDefinitionError(f"exercise {name!r}: compare must be a function, got {exercise.compare!r}")
     if not exercise.declared_in:
         exercise.declared_in = sys._getframe(1).f_globals.get("__name__", "")  # the declaring module
     previous = _REGISTRY.get(name)
@@ -473,7 +495,7 @@ def validate_exercise(exercise: Exercise, seeds: Sequence[int] = (0,)) -> None:
                 validate_plain(None if case.init is None else dict(case.init), f"{where} init")
                 validate_plain(None if case.state is None else dict(case.state), f"{where} state")
                 try:
-                    run_case(exercise.reference, case, grad=exercise.grad)
+                    run_case(exercise.reference, case, grad=exercise.grad, seed=exercise.seed)
                 except Exception as err:  # noqa: BLE001 - reported as a declaration error
                     raise ExerciseDefinitionError(
                         f"{where}: the reference rejects it ({type(err).__name__}: {err})"

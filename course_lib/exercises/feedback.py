@@ -22,7 +22,7 @@ import torch
 
 from .core import Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise, run_case
 
-__all__ = ["CheckResult", "check", "run_check", "compare_outputs", "to_plain", "PASSED", "FAILED",
+__all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
            "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
@@ -179,7 +179,7 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
     for i, case in enumerate(cases):
         try:
             got = to_plain(run_case(impl, case, grad=exercise.grad, differentiable=exercise.differentiable,
-                                    forbidden=exercise.forbidden_calls))
+                                    forbidden=exercise.forbidden_calls, seed=exercise.seed))
         except NotImplementedError:
             return CheckResult(name, NOT_IMPLEMENTED,
                                "replace `raise NotImplementedError()` with your code, then run this cell again.",
@@ -198,23 +198,50 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
             where = _user_frame(err)
             message = f"your code raised {type(err).__name__}: {err}" + (f"\n({where})" if where else "")
             return CheckResult(name, ERROR, message, case.label, cases_passed=i, cases_total=total)
-        expected = to_plain(run_case(exercise.reference, case, grad=exercise.grad))
-        problems = compare_outputs(expected, got, exercise.atol, exercise.rtol)
+        expected = to_plain(run_case(exercise.reference, case, grad=exercise.grad, seed=exercise.seed))
+        problems = output_problems(exercise, case, expected, got)
         if problems:
             hint = _diagnose(exercise, case, got) or _shape_hint(problems[0])
             return CheckResult(name, FAILED, "\n".join(problems), case.label, hint, i, total)
     return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
 
 
+def output_problems(exercise: Exercise, case: Case, expected: Any, got: Any) -> list[str]:
+    """What is wrong with the plain output ``got`` on ``case`` (nothing: it is right).
+
+    Equality with the reference's output ``expected`` (:func:`compare_outputs`), or the exercise's own
+    ``compare`` for an exercise whose answer is random. Used by the check and by the grading command alike.
+    """
+    if exercise.compare is not None:
+        return list(exercise.compare(case, expected, got))
+    return compare_outputs(expected, got, exercise.atol, exercise.rtol)
+
+
+def _problem_kinds(problems: list[str]) -> set[str]:
+    """The kinds of a ``compare`` function's problems: the text before the first colon of each."""
+    return {problem.split(":", 1)[0] for problem in problems}
+
+
 def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
-    """The hint of the first known mistake whose output equals the learner's on this case."""
+    """The hint of the first known mistake whose output equals the learner's on this case.
+
+    For an exercise judged by its own ``compare`` (a random answer, never equal to anything), the first
+    mistake that shows the same kinds of problems as the learner's output, run with the same seed.
+    """
+    learner_kinds = None
+    if exercise.compare is not None:
+        expected = to_plain(run_case(exercise.reference, case, grad=exercise.grad, seed=exercise.seed))
+        learner_kinds = _problem_kinds(output_problems(exercise, case, expected, got))
     for mistake in exercise.mistakes:
         try:
-            wrong = to_plain(run_case(mistake.impl, case, grad=exercise.grad))
+            wrong = to_plain(run_case(mistake.impl, case, grad=exercise.grad, seed=exercise.seed))
         except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
             continue
-        if _dtype_kinds(wrong) == _dtype_kinds(got) and not compare_outputs(wrong, got, exercise.atol,
-                                                                            exercise.rtol):
+        if learner_kinds is not None:
+            if learner_kinds and _problem_kinds(output_problems(exercise, case, expected, wrong)) == learner_kinds:
+                return mistake.hint
+        elif _dtype_kinds(wrong) == _dtype_kinds(got) and not compare_outputs(wrong, got, exercise.atol,
+                                                                              exercise.rtol):
             return mistake.hint
     return ""
 

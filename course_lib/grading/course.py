@@ -134,7 +134,8 @@ class CourseCopy:
             spec = ExerciseSpec(exercise, index, cell.source, target, check_targets,
                                 check=follower.source if check_targets else "")
             spec.cases = exercise.cases("hidden", seed=seed)
-            spec.expected = [to_plain(run_case(exercise.reference, c, grad=exercise.grad)) for c in spec.cases]
+            spec.expected = [to_plain(run_case(exercise.reference, c, grad=exercise.grad, seed=exercise.seed))
+                             for c in spec.cases]
             spec.arrays, spec.described = codec.encode_cases(spec.cases)
             self.specs.append(spec)
         skip = {s.index for s in self.specs} | {s.index + 1 for s in self.specs}

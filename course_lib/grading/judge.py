@@ -2,7 +2,8 @@
 
 The sandbox's header and arrays are untrusted: the arrays are loaded with the limits of
 :mod:`course_lib.grading.results`, decoded as NumPy (never pickles), and compared with the reference's
-outputs computed by the grader (:func:`course_lib.exercises.compare_outputs`). Points are all or nothing.
+outputs computed by the grader (:func:`course_lib.exercises.compare_outputs`, or the exercise's own
+``compare`` for a random answer). Points are all or nothing.
 
 Example:
     >>> judge_cell_error({"ename": "NotImplementedError", "error": "NotImplementedError: ", "line": ""}, 1024)[0]
@@ -13,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from course_lib.exercises import compare_outputs
-from course_lib.exercises.feedback import NOT_DIFFERENTIABLE_HINT, diagnose
+from course_lib.exercises.feedback import NOT_DIFFERENTIABLE_HINT, diagnose, output_problems
 
 from .codec import decode_value
 from .course import ExerciseSpec
@@ -98,7 +98,7 @@ def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: in
             first = first or _case_error(case.label, entry, memory_mb)
             continue
         try:
-            problems = compare_outputs(expected, entry.get("output"), spec.exercise.atol, spec.exercise.rtol)
+            problems = output_problems(spec.exercise, case, expected, entry.get("output"))
         except Exception as err:  # noqa: BLE001 - whatever the sandbox sent, it is a wrong answer, not a crash
             problems = [f"the output could not be compared ({type(err).__name__})"]
         if problems:

@@ -216,7 +216,7 @@ def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tu
             "cell": where[1] if where else None, "cell_number": where[0] + 1 if where else 0,
             "helpers": helper_cells(cells, where[0], skip, known) if where else [], "check": spec.check,
             "grad": spec.exercise.grad, "differentiable": spec.exercise.differentiable, "cases": spec.described,
-            "forbidden": list(spec.exercise.forbidden_calls)})
+            "forbidden": list(spec.exercise.forbidden_calls), "seed": spec.exercise.seed})
         plan.arrays.append(spec.arrays if where else None)
     return plan
 

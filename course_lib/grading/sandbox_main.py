@@ -148,7 +148,7 @@ def run_cases(exercise: dict[str, Any], impl: Any, inputs: dict[str, Any]) -> tu
                         init=decode_value(described["init"], inputs, True),
                         state=decode_value(described["state"], inputs, True))
             out = run_case(impl, case, grad=bool(exercise["grad"]), differentiable=bool(exercise["differentiable"]),
-                           forbidden=tuple(exercise.get("forbidden", ())))
+                           forbidden=tuple(exercise.get("forbidden", ())), seed=exercise.get("seed"))
             entry["output"] = encode_value(out, arrays, strict=False)
             entry["status"] = "ok"
         except BaseException as err:  # noqa: BLE001 - the learner's error is data for the grader
