@@ -12,7 +12,9 @@ same things:
   "convolutional layer"), optionally dilated and causal;
 - :class:`SmallCNN`: the convolutional image classifier notebook 08 sets against the Vision Transformer;
 - :func:`max_path_length` and :func:`layer_flops`: the table's two analytic columns, in exact numbers
-  (the references of notebook 09's exercises).
+  (the references of notebook 09's exercises);
+- :func:`bag_of_words_accuracy`: a text classifier that sees word counts and nothing else (notebook 11's
+  yardstick for what a label's surface words give away).
 
 Everything is batch first, like the rest of the course.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "LSTMSeq2Seq",
     "Conv1dLayer",
     "SmallCNN",
+    "bag_of_words_accuracy",
 ]
 
 #: The layer kinds of the paper's Table 1, as accepted by :func:`max_path_length` and :func:`layer_flops`.
@@ -305,3 +308,20 @@ class SmallCNN(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(images).flatten(1))  # (batch, num_classes)
+
+
+def bag_of_words_accuracy(train_texts: list[str], train_labels: list[int], valid_texts: list[str],
+                          valid_labels: list[int]) -> float:
+    """Validation accuracy of a logistic regression on word counts (scikit-learn), trained on the given texts.
+
+    Words are runs of letters, lower-cased; counts are scaled by TF-IDF. No word order, no knowledge from
+    outside the labelled texts: what a label's surface words alone give away.
+    """
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    vectorizer = TfidfVectorizer(token_pattern=r"[A-Za-z]+", lowercase=True)
+    features = vectorizer.fit_transform(train_texts)
+    classifier = LogisticRegression(max_iter=2000).fit(features, train_labels)
+    predicted = classifier.predict(vectorizer.transform(valid_texts))
+    return float((predicted == torch.tensor(valid_labels).numpy()).mean())

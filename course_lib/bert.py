@@ -29,8 +29,9 @@ from torch import nn
 
 from .layers import Encoder
 from .positional import LearnedPositionalEmbedding
+from .validation import validated_by
 
-__all__ = ["IGNORE_INDEX", "mask_tokens", "mlm_loss", "BERT"]
+__all__ = ["IGNORE_INDEX", "mask_tokens", "mlm_loss", "ClassificationHead", "BERT"]
 
 #: The label of a position that is not predicted (``nn.CrossEntropyLoss``'s default ``ignore_index``).
 IGNORE_INDEX = -100
@@ -42,6 +43,22 @@ def _check_ids(name: str, tokens: torch.Tensor) -> None:
                          f"{getattr(tokens, 'shape', type(tokens).__name__)}")
 
 
+def _check_mask_arguments(tokens: torch.Tensor, mask_id: int, vocab_size: int, special_ids: Sequence[int],
+                          generator: torch.Generator | None = None, select_prob: float = 0.15,
+                          mask_prob: float = 0.8, random_prob: float = 0.1) -> None:
+    _check_ids("mask_tokens", tokens)
+    if not (0.0 <= select_prob <= 1.0 and mask_prob >= 0.0 and random_prob >= 0.0 and
+            mask_prob + random_prob <= 1.0):
+        raise ValueError(f"mask_tokens: need 0 <= select_prob <= 1 and mask_prob, random_prob >= 0 with "
+                         f"mask_prob + random_prob <= 1, got {select_prob}, {mask_prob}, {random_prob}")
+    if not 0 <= mask_id < vocab_size:
+        raise ValueError(f"mask_tokens: mask_id must be in [0, vocab_size={vocab_size}), got {mask_id}")
+    if len({*special_ids, mask_id} & set(range(vocab_size))) >= vocab_size:
+        raise ValueError(f"mask_tokens: every id below vocab_size={vocab_size} is special: nothing to draw "
+                         f"a random replacement from")
+
+
+@validated_by(_check_mask_arguments)
 def mask_tokens(tokens: torch.Tensor, mask_id: int, vocab_size: int, special_ids: Sequence[int],
                 generator: torch.Generator | None = None, select_prob: float = 0.15, mask_prob: float = 0.8,
                 random_prob: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,29 +88,29 @@ def mask_tokens(tokens: torch.Tensor, mask_id: int, vocab_size: int, special_ids
         >>> bool((labels[~kept] == tokens[~kept]).all()), bool((inputs[kept] == tokens[kept]).all())
         (True, True)
     """
-    _check_ids("mask_tokens", tokens)
-    if not (0.0 <= select_prob <= 1.0 and mask_prob >= 0.0 and random_prob >= 0.0 and
-            mask_prob + random_prob <= 1.0):
-        raise ValueError(f"mask_tokens: need 0 <= select_prob <= 1 and mask_prob, random_prob >= 0 with "
-                         f"mask_prob + random_prob <= 1, got {select_prob}, {mask_prob}, {random_prob}")
-    special = torch.tensor(sorted({*special_ids, mask_id}), dtype=torch.long, device=tokens.device)
+    special = torch.tensor([*special_ids, mask_id], device=tokens.device)
     ordinary = torch.ones(vocab_size, dtype=torch.bool, device=tokens.device)
-    ordinary[special[(special >= 0) & (special < vocab_size)]] = False
+    ordinary[special[special < vocab_size]] = False
     candidates = ordinary.nonzero().squeeze(1)  # (num_ordinary,): the ids a random replacement may take
-    if candidates.numel() == 0:
-        raise ValueError(f"mask_tokens: every id below vocab_size={vocab_size} is special")
-    draw = torch.rand(tokens.shape, generator=generator, device=tokens.device)  # (batch, seq)
-    selected = (draw < select_prob) & ~torch.isin(tokens, special)
-    action = torch.rand(tokens.shape, generator=generator, device=tokens.device)  # (batch, seq)
+    selected = (torch.rand(tokens.shape, generator=generator, device=tokens.device) < select_prob) \
+        & ~torch.isin(tokens, special)  # (batch, seq)
+    action = torch.rand(tokens.shape, generator=generator, device=tokens.device)  # (batch, seq), uniform in [0, 1)
     to_mask = selected & (action < mask_prob)
     to_random = selected & (action >= mask_prob) & (action < mask_prob + random_prob)
     picks = torch.randint(0, candidates.numel(), tokens.shape, generator=generator, device=tokens.device)
-    inputs = torch.where(to_mask, torch.full_like(tokens, mask_id), tokens)
+    inputs = torch.where(to_mask, mask_id, tokens)
     inputs = torch.where(to_random, candidates[picks], inputs)
-    labels = torch.where(selected, tokens, torch.full_like(tokens, IGNORE_INDEX))
+    labels = torch.where(selected, tokens, IGNORE_INDEX)
     return inputs, labels
 
 
+def _check_mlm_inputs(logits: torch.Tensor, labels: torch.Tensor) -> None:
+    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
+        raise ValueError(f"mlm_loss: logits must be (batch, seq, vocab) and labels (batch, seq), got "
+                         f"{tuple(logits.shape)} and {tuple(labels.shape)}")
+
+
+@validated_by(_check_mlm_inputs)
 def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over the selected positions only (``labels != -100``).
 
@@ -103,12 +120,35 @@ def mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
     Shapes: ``logits`` (batch, seq, vocab), ``labels`` (batch, seq) -> a scalar.
     """
-    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
-        raise ValueError(f"mlm_loss: logits must be (batch, seq, vocab) and labels (batch, seq), got "
-                         f"{tuple(logits.shape)} and {tuple(labels.shape)}")
-    if not bool((labels != IGNORE_INDEX).any()):
+    selected = labels != IGNORE_INDEX  # (batch, seq)
+    if not bool(selected.any()):
         return logits.sum() * 0.0
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+    return F.cross_entropy(logits[selected], labels[selected])  # (num_selected, vocab) against (num_selected,)
+
+
+class ClassificationHead(nn.Module):
+    """BERT's sentence classifier: the ``[CLS]`` vector, through the pooler (dense + tanh), dropout and a
+    linear layer to the class logits.
+
+    Every input starts with ``[CLS]``; with no causal mask its vector at the last layer has attended to the
+    whole sequence, so it can stand for it. Shapes: ``hidden`` (batch, seq, d_model) -> (batch, num_classes).
+
+    Example:
+        >>> head = ClassificationHead(d_model=8, num_classes=3).eval()
+        >>> head(torch.randn(2, 5, 8)).shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(self, d_model: int, num_classes: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.pooler = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(d_model, num_classes)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        cls = hidden[:, 0]  # (batch, d_model): the vector at position 0, [CLS]
+        pooled = torch.tanh(self.pooler(cls))  # (batch, d_model)
+        return self.classifier(self.dropout(pooled))  # (batch, num_classes)
 
 
 class BERT(nn.Module):
@@ -149,8 +189,7 @@ class BERT(nn.Module):
                                            nn.GELU(approximate="tanh" if activation == "gelu_tanh" else "none"),
                                            nn.LayerNorm(d_model, eps=layer_norm_eps))
         self.mlm_bias = nn.Parameter(torch.zeros(vocab_size))
-        self.pooler = nn.Linear(d_model, d_model)
-        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(d_model, num_classes)) if num_classes else None
+        self.head = ClassificationHead(d_model, num_classes, dropout) if num_classes else None
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -182,14 +221,21 @@ class BERT(nn.Module):
         x = self.positions.dropout(self.token_embedding(tokens) + self.positions.embedding(positions))
         return self.encoder(x, self.padding_mask(tokens))
 
+    def mlm_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """BERT's MLM head on hidden vectors: (..., d_model) -> (..., vocab_size), tied to the embedding.
+
+        Pre-training can run it on the selected positions only (``hidden[labels != -100]``): the other 85 %
+        of the positions are not scored, and the output layer is the largest matrix product of a small model.
+        """
+        h = self.mlm_transform(hidden)  # (..., d_model)
+        return h @ self.token_embedding.weight.T + self.mlm_bias  # tied: (..., vocab_size)
+
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         """MLM logits at every position: (batch, seq) -> (batch, seq, vocab_size)."""
-        h = self.mlm_transform(self.hidden_states(tokens))  # (batch, seq, d_model)
-        return h @ self.token_embedding.weight.T + self.mlm_bias  # tied: (batch, seq, vocab_size)
+        return self.mlm_logits(self.hidden_states(tokens))
 
     def classify(self, tokens: torch.Tensor) -> torch.Tensor:
         """Class logits from the vector at position 0 (``[CLS]``): (batch, seq) -> (batch, num_classes)."""
-        if self.classifier is None:
+        if self.head is None:
             raise ValueError("BERT.classify: this model was built with num_classes=0 (no classifier)")
-        cls = self.hidden_states(tokens)[:, 0]  # (batch, d_model): the [CLS] position
-        return self.classifier(torch.tanh(self.pooler(cls)))
+        return self.head(self.hidden_states(tokens))

@@ -181,21 +181,38 @@ class ByteBPE:
         self.eot_id: int = tokenizer.token_to_id(END_OF_TEXT)
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2) -> ByteBPE:
-        """Learn the merges from ``texts`` (the training documents only). Deterministic."""
+    def train(cls, texts: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2,
+              special_tokens: Sequence[str] = ()) -> ByteBPE:
+        """Learn the merges from ``texts`` (the training documents only). Deterministic.
+
+        ``special_tokens`` (BERT's ``"[PAD]"``, ``"[CLS]"``, ``"[SEP]"``, ``"[MASK]"``) get the ids after
+        :data:`END_OF_TEXT`, in order, and are never cut into pieces nor produced by a merge.
+        """
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-        if vocab_size < 257:
-            raise ValueError(f"ByteBPE.train: vocab_size must be >= 257 (256 bytes + {END_OF_TEXT}), "
-                             f"got {vocab_size}")
+        specials = [END_OF_TEXT, *special_tokens]
+        if len(set(specials)) != len(specials):
+            raise ValueError(f"ByteBPE.train: special_tokens must be distinct and not {END_OF_TEXT}, got "
+                             f"{list(special_tokens)}")
+        if vocab_size < 256 + len(specials):
+            raise ValueError(f"ByteBPE.train: vocab_size must be >= {256 + len(specials)} (256 bytes + "
+                             f"{len(specials)} special tokens), got {vocab_size}")
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=[END_OF_TEXT], show_progress=False,
+                                      special_tokens=specials, show_progress=False,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
         tok.train_from_iterator(list(texts), trainer=trainer)
         return cls(tok)
+
+    def token_id(self, token: str) -> int:
+        """The id of a special token (``"[MASK]"``); a KeyError naming the known ones if it has none."""
+        found = self.tokenizer.token_to_id(token)
+        if found is None:
+            raise KeyError(f"ByteBPE.token_id: no token {token!r}; special tokens: "
+                           f"{sorted(t.content for t in self.tokenizer.get_added_tokens_decoder().values())}")
+        return found
 
     @property
     def vocab_size(self) -> int:

@@ -45,8 +45,8 @@ def test_bert_equals_pytorchs_encoder_with_a_padding_mask() -> None:
         ours.mlm_transform[0].load_state_dict(transform.state_dict())
         ours.mlm_transform[2].load_state_dict(ln.state_dict())
         ours.mlm_bias.copy_(bias)
-        ours.pooler.load_state_dict(pooler.state_dict())
-        ours.classifier[1].load_state_dict(head.state_dict())
+        ours.head.pooler.load_state_dict(pooler.state_dict())
+        ours.head.classifier.load_state_dict(head.state_dict())
     ours.eval(), stack.eval()
     tokens = torch.randint(4, VOCAB, (3, 12), generator=gen)
     tokens[:, 0] = CLS
