@@ -1,0 +1,494 @@
+"""Exercises of notebook 11 (the encoder-only model, BERT): the 80/10/10 masking, the MLM loss and the
+classification head on ``[CLS]``.
+
+The masking is random, so no output can be compared with the reference's number for number: a learner who
+draws the same probabilities in another order, or picks exactly 15 % of each sequence as the original BERT
+code does, is right too. Its check runs the learner's function with PyTorch's generator seeded (the same
+verdict every time) on batches of about 10 000 positions and judges what came out
+(:func:`masking_problems`): what must hold exactly (labels, untouched positions, special tokens, the range
+of random replacements) and what must hold on average, each share within five standard deviations of its
+binomial spread (a correct implementation fails about once in a million checks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.bert import IGNORE_INDEX, ClassificationHead, mask_tokens, mlm_loss
+from course_lib.checks.nb05_encoder import random_state
+from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden
+
+NOTEBOOK = "11_bert"
+SELECT, MASK, RANDOM = 0.15, 0.8, 0.1  # BERT's proportions, which the learner's function must reproduce
+SIGMAS = 5.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# 11.1 mask_tokens
+# ---------------------------------------------------------------------------------------------------
+
+def _sequences(gen: torch.Generator, batch: int, seq: int, ordinary: Sequence[int], cls: int, sep: int,
+               pad: int) -> torch.Tensor:
+    """(batch, seq): [CLS], tokens drawn from ``ordinary``, a [SEP] in some rows, padding at the end of others."""
+    pool = torch.tensor(list(ordinary))
+    tokens = pool[torch.randint(0, len(pool), (batch, seq), generator=gen)]
+    tokens[:, 0] = cls
+    tokens[::3, seq // 2] = sep
+    lengths = torch.randint(seq // 2, seq + 1, (batch,), generator=gen)
+    tokens[torch.arange(seq)[None, :] >= lengths[:, None]] = pad
+    return tokens
+
+
+def _masking_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    batch = 100 if hidden else 96
+    cases = [
+        Case("96 sequences of 128 tokens, vocabulary of 30 ([PAD] 0, [CLS] 1, [SEP] 2, [MASK] 3)",
+             args=(_sequences(gen, batch, 128, range(4, 16), 1, 2, 0), 3, 30, [0, 1, 2])),
+        Case("a vocabulary of 1000 ids, the text using ids 4-40 only",
+             args=(_sequences(gen, batch, 128, range(4, 41), 1, 2, 0), 3, 1000, [0, 1, 2])),
+        Case("special ids in the middle of the vocabulary ([PAD] 7, [CLS] 12, [SEP] 20, [MASK] 29)",
+             args=(_sequences(gen, batch, 128, [i for i in range(29) if i not in (7, 12, 20)], 12, 20, 7),
+                   29, 30, [7, 12, 20])),
+    ]
+    if hidden:
+        cases.append(Case("120 sequences of 100 tokens, vocabulary of 50 ([MASK] 0, [PAD] 49)",
+                          args=(_sequences(gen, 120, 100, range(3, 40), 1, 2, 49), 0, 50, [49, 1, 2])))
+    return cases
+
+
+def _share_problem(kind: str, what: str, count: int, total: int, low: float, high: float, hint: str) -> list[str]:
+    """A problem unless count / total lies within ``SIGMAS`` binomial standard deviations of [low, high]."""
+    if total == 0:
+        return []
+    share = count / total
+    middle = min(max(share, low), high)
+    spread = SIGMAS * math.sqrt(max(middle * (1 - middle), 1e-4) / total)
+    if low - spread <= share <= high + spread:
+        return []
+    expected = f"{low:.1%}" if low == high else f"{low:.1%}-{high:.1%}"
+    return [f"{kind}: {what} is {share:.1%} ({count} of {total}); expected {expected} (within ±{spread:.1%}). {hint}"]
+
+
+def _integer_array(value: Any, shape: tuple[int, ...]) -> bool:
+    return type(value) is np.ndarray and value.shape == shape and value.dtype.kind in "iu"
+
+
+def masking_problems(case: Case, expected: Any, got: Any) -> list[str]:
+    """Judge a learner's ``(inputs, labels)`` on a masking case (see the module docstring); [] when right.
+
+    ``got`` is plain data (NumPy arrays, lists), untrusted: anything else is a problem, never an exception.
+    """
+    tokens, mask_id, vocab_size, special_ids = case.args
+    tokens = tokens.numpy()
+    if not (isinstance(got, list) and len(got) == 2):
+        return ["output: expected a tuple (inputs, labels) of two integer tensors"]
+    inputs, labels = got
+    for name, value in (("inputs", inputs), ("labels", labels)):
+        if not _integer_array(value, tokens.shape):
+            shape = getattr(value, "shape", None)
+            return [f"output: {name} must be an integer tensor of shape {tokens.shape} like tokens, got "
+                    f"{type(value).__name__} of shape {shape} and dtype {getattr(value, 'dtype', None)}"]
+    special_list = sorted({*special_ids, mask_id})
+    special = np.isin(tokens, special_list)
+    selected = labels != IGNORE_INDEX
+    problems = []
+    wrong_labels = selected & (labels != tokens)
+    if wrong_labels.any():
+        problems.append(f"labels: {int(wrong_labels.sum())} labels are neither -100 nor the original token "
+                        f"(the label of a selected position is what was there before masking)")
+    changed = ~selected & (inputs != tokens)
+    if changed.any():
+        problems.append(f"unselected positions: {int(changed.sum())} positions changed although their label is "
+                        f"-100 (only selected positions may change)")
+    if (selected & special).any():
+        problems.append(f"special tokens: {int((selected & special).sum())} special tokens were selected "
+                        f"([CLS], [SEP], [PAD] are never predicted)")
+    problems += _share_problem("selected share", "the share of ordinary positions selected",
+                               int(selected[~special].sum()), int((~special).sum()), SELECT, SELECT,
+                               "select each ordinary position with probability 0.15")
+    num_ordinary = vocab_size - len([s for s in special_list if 0 <= s < vocab_size])
+    chosen = selected & ~special
+    masked, kept = chosen & (inputs == mask_id), chosen & (inputs == tokens)
+    replaced = chosen & ~masked & ~kept
+    n = int(chosen.sum())
+    problems += _share_problem("[MASK] share", "the share of selected positions given [MASK]", int(masked.sum()), n,
+                               MASK, MASK, "80 % of the selected positions become [MASK]")
+    problems += _share_problem("random share", "the share of selected positions given another token",
+                               int(replaced.sum()), n, RANDOM * (1 - 1 / max(num_ordinary, 1)), RANDOM,
+                               "10 % of the selected positions get a random token")
+    problems += _share_problem("unchanged share", "the share of selected positions left as they were",
+                               int(kept.sum()), n, 1 - MASK - RANDOM, 1 - MASK - RANDOM / max(num_ordinary, 1),
+                               "10 % of the selected positions keep their token")
+    drawn = inputs[replaced]
+    if ((drawn < 0) | (drawn >= vocab_size)).any():
+        problems.append(f"random range: a random token lies outside the vocabulary [0, {vocab_size})")
+    elif np.isin(drawn, special_list).any():
+        problems.append("random special: a random replacement is a special token (draw from the ordinary ids only)")
+    elif drawn.size:
+        ordinary = np.setdiff1d(np.arange(vocab_size), special_list)
+        spread = SIGMAS * float(ordinary.std()) / math.sqrt(drawn.size) + 1.0
+        if abs(float(drawn.mean()) - float(ordinary.mean())) > spread:
+            problems.append(f"random spread: the random tokens average id {drawn.mean():.1f}; drawn uniformly from "
+                            f"the ordinary ids they would average {ordinary.mean():.1f} ± {spread:.1f}")
+    return problems
+
+
+def _ordinary_ids(vocab_size: int, special: torch.Tensor) -> torch.Tensor:
+    ordinary = torch.ones(vocab_size, dtype=torch.bool)
+    ordinary[special[special < vocab_size]] = False
+    return ordinary.nonzero().squeeze(1)
+
+
+def _masking(tokens, mask_id, vocab_size, special_ids, select, mask_p, random_p, random_from=None,
+             skip_special=True, generator=None):
+    """A parametrised masking, for the mistakes: the reference's steps with one thing changed."""
+    special = torch.tensor([*special_ids, mask_id])
+    selected = torch.rand(tokens.shape, generator=generator) < select
+    if skip_special:
+        selected &= ~torch.isin(tokens, special)
+    action = torch.rand(tokens.shape, generator=generator)
+    to_mask = selected & (action < mask_p)
+    to_random = selected & (action >= mask_p) & (action < mask_p + random_p)
+    pool = _ordinary_ids(vocab_size, special) if random_from is None else random_from
+    inputs = torch.where(to_mask, mask_id, tokens)
+    inputs = torch.where(to_random, pool[torch.randint(0, len(pool), tokens.shape, generator=generator)], inputs)
+    return inputs, torch.where(selected, tokens, IGNORE_INDEX)
+
+
+def _specials_selected(tokens, mask_id, vocab_size, special_ids, generator=None):
+    return _masking(tokens, mask_id, vocab_size, special_ids, SELECT, MASK, RANDOM, skip_special=False,
+                    generator=generator)
+
+
+def _all_masked(tokens, mask_id, vocab_size, special_ids, generator=None):
+    return _masking(tokens, mask_id, vocab_size, special_ids, SELECT, 1.0, 0.0, generator=generator)
+
+
+def _proportions_swapped(tokens, mask_id, vocab_size, special_ids, generator=None):
+    return _masking(tokens, mask_id, vocab_size, special_ids, SELECT, RANDOM, MASK, generator=generator)
+
+
+def _random_may_be_special(tokens, mask_id, vocab_size, special_ids, generator=None):
+    return _masking(tokens, mask_id, vocab_size, special_ids, SELECT, MASK, RANDOM,
+                    random_from=torch.arange(vocab_size), generator=generator)
+
+
+def _random_from_the_batch(tokens, mask_id, vocab_size, special_ids, generator=None):
+    present = torch.unique(tokens[~torch.isin(tokens, torch.tensor([*special_ids, mask_id]))])
+    return _masking(tokens, mask_id, vocab_size, special_ids, SELECT, MASK, RANDOM, random_from=present,
+                    generator=generator)
+
+
+def _labels_of_the_masked_input(tokens, mask_id, vocab_size, special_ids, generator=None):
+    inputs, labels = mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=generator)
+    return inputs, torch.where(labels != IGNORE_INDEX, inputs, IGNORE_INDEX)
+
+
+def _independent_draws(tokens, mask_id, vocab_size, special_ids, generator=None):
+    special = torch.tensor([*special_ids, mask_id])
+    selected = (torch.rand(tokens.shape, generator=generator) < SELECT) & ~torch.isin(tokens, special)
+    to_mask = selected & (torch.rand(tokens.shape, generator=generator) < MASK)
+    to_random = selected & (torch.rand(tokens.shape, generator=generator) < RANDOM)  # a second draw: overlaps
+    pool = _ordinary_ids(vocab_size, special)
+    inputs = torch.where(to_mask, mask_id, tokens)
+    inputs = torch.where(to_random, pool[torch.randint(0, len(pool), tokens.shape, generator=generator)], inputs)
+    return inputs, torch.where(selected, tokens, IGNORE_INDEX)
+
+
+def _in_place(tokens, mask_id, vocab_size, special_ids, generator=None):
+    inputs, labels = mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=generator)
+    tokens[labels != IGNORE_INDEX] = inputs[labels != IGNORE_INDEX]  # writes into the caller's tensor
+    return tokens, labels
+
+
+def _exactly_15_percent_per_sequence(tokens, mask_id, vocab_size, special_ids, generator=None):
+    """The original BERT code: exactly round(15 %) of each sequence's ordinary positions, then 80/10/10."""
+    special = torch.tensor([*special_ids, mask_id])
+    inputs, labels = tokens.clone(), torch.full_like(tokens, IGNORE_INDEX)
+    pool = _ordinary_ids(vocab_size, special)
+    for row in range(tokens.shape[0]):
+        candidates = (~torch.isin(tokens[row], special)).nonzero().squeeze(1)
+        count = round(SELECT * len(candidates))
+        for position in candidates[torch.randperm(len(candidates), generator=generator)[:count]].tolist():
+            labels[row, position] = tokens[row, position]
+            draw = torch.rand((), generator=generator)
+            if draw < MASK:
+                inputs[row, position] = mask_id
+            elif draw < MASK + RANDOM:
+                inputs[row, position] = pool[torch.randint(0, len(pool), (), generator=generator)]
+    return inputs, labels
+
+
+def _bernoulli_in_stages(tokens, mask_id, vocab_size, special_ids, generator=None):
+    """Hugging Face's data collator's way: nested Bernoulli draws (80 %, then half of the remaining 20 %)."""
+    special = torch.isin(tokens, torch.tensor([*special_ids, mask_id]))
+    probability = torch.full(tokens.shape, SELECT).masked_fill(special, 0.0)
+    selected = torch.bernoulli(probability, generator=generator).bool()
+    labels = tokens.masked_fill(~selected, IGNORE_INDEX)
+    to_mask = torch.bernoulli(torch.full(tokens.shape, MASK), generator=generator).bool() & selected
+    to_random = torch.bernoulli(torch.full(tokens.shape, 0.5), generator=generator).bool() & selected & ~to_mask
+    allowed = torch.ones(vocab_size, dtype=torch.bool)
+    allowed[[i for i in [*special_ids, mask_id] if i < vocab_size]] = False
+    ids = torch.multinomial(allowed.float(), tokens.numel(), replacement=True, generator=generator)
+    inputs = tokens.masked_fill(to_mask, mask_id)
+    inputs = torch.where(to_random, ids.reshape(tokens.shape), inputs)
+    return inputs, labels
+
+
+def _random_never_the_original(tokens, mask_id, vocab_size, special_ids, generator=None):
+    """Draws a replacement different from the original token (a shift by 1..N-1 within the ordinary ids)."""
+    special = torch.tensor([*special_ids, mask_id])
+    pool = _ordinary_ids(vocab_size, special)
+    selected = (torch.rand(tokens.shape, generator=generator) < SELECT) & ~torch.isin(tokens, special)
+    action = torch.rand(tokens.shape, generator=generator)
+    rank = torch.searchsorted(pool, tokens.clamp(max=int(pool.max())))  # (batch, seq): the token's index in pool
+    shift = torch.randint(1, len(pool), tokens.shape, generator=generator)
+    other = pool[(rank + shift) % len(pool)]
+    inputs = torch.where(selected & (action < MASK), mask_id, tokens)
+    inputs = torch.where(selected & (action >= MASK) & (action < MASK + RANDOM), other, inputs)
+    return inputs, torch.where(selected, tokens, IGNORE_INDEX)
+
+
+MASK_TOKENS = register(Exercise(
+    name="mask_tokens",
+    notebook=NOTEBOOK,
+    points=3,
+    reference=mask_tokens,
+    summary="BERT's 80/10/10 masking: select 15 % of the ordinary tokens; [MASK], random or unchanged",
+    **public_and_hidden(_masking_cases),
+    seed=0,
+    compare=masking_problems,
+    mistakes=[
+        Mistake("special tokens selected", _specials_selected,
+                "never select a special position: selected = (torch.rand(...) < 0.15) & ~torch.isin(tokens, "
+                "special), with [MASK]'s id among the special ones."),
+        Mistake("every selected token becomes [MASK]", _all_masked,
+                "only 80 % of the selected positions become [MASK]; 10 % get a random token and 10 % stay as "
+                "they are, so that the model must also check tokens that look fine."),
+        Mistake("proportions swapped", _proportions_swapped,
+                "draw one number per position and compare it with 0.8: below it [MASK]; between 0.8 and 0.9 a "
+                "random token; above 0.9 unchanged."),
+        Mistake("random tokens may be special", _random_may_be_special,
+                "draw random replacements from the ordinary ids only (not [PAD], [CLS], [SEP], [MASK]): build "
+                "the list of ids that are not special and index it with torch.randint."),
+        Mistake("random tokens from the batch", _random_from_the_batch,
+                "a random replacement is drawn uniformly from the whole vocabulary (its ordinary ids), not from "
+                "the tokens that happen to be in the batch."),
+        Mistake("labels of the masked input", _labels_of_the_masked_input,
+                "the label is the ORIGINAL token (what the model must recover), not the [MASK] or random token "
+                "it sees: labels = torch.where(selected, tokens, -100)."),
+        Mistake("two independent draws", _independent_draws,
+                "use ONE uniform draw per position for the three choices (a second draw lets a position be "
+                "picked for [MASK] and for a random token, which upsets 80/10/10)."),
+        Mistake("tokens changed in place", _in_place,
+                "build new tensors (torch.where(...) or tokens.clone()); the caller's tokens must stay as they "
+                "were."),
+    ],
+    also_correct=[_exactly_15_percent_per_sequence, _bernoulli_in_stages, _random_never_the_original],
+))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 11.2 mlm_loss
+# ---------------------------------------------------------------------------------------------------
+
+def _selected(gen: torch.Generator, batch: int, seq: int, vocab: int, share: float = 0.3) -> torch.Tensor:
+    tokens = torch.randint(0, vocab, (batch, seq), generator=gen)
+    chosen = torch.rand(batch, seq, generator=gen) < share
+    chosen[0, 0] = True  # at least one
+    return torch.where(chosen, tokens, IGNORE_INDEX)
+
+
+def _loss_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    vocab = 13 if hidden else 11
+    uneven = _selected(gen, 3, 8, vocab)
+    uneven[1] = IGNORE_INDEX  # a sequence with nothing selected
+    uneven[2, :6] = torch.randint(0, vocab, (6,), generator=gen)  # and one with many
+    extreme = torch.tensor([[[0.0, 400.0, -400.0], [900.0, 0.0, 1.0], [1.0, 2.0, 3.0]]])
+    cases = [
+        Case("(batch=2, seq=10, vocab) logits, about 30 % selected",
+             args=(torch.randn(2, 10, vocab, generator=gen) * 2, _selected(gen, 2, 10, vocab))),
+        Case("sequences with 0, 2 and 6 selected positions: the mean is over selected positions",
+             args=(torch.randn(3, 8, vocab, generator=gen), uneven)),
+        Case("nothing selected: the loss is 0, not NaN",
+             args=(torch.randn(2, 5, vocab, generator=gen), torch.full((2, 5), IGNORE_INDEX))),
+        Case("extreme logits (a probability underflows to 0)", args=(extreme, torch.tensor([[2, -100, 0]]))),
+    ]
+    if hidden:
+        cases.append(Case("(4, 6, vocab), one position selected",
+                          args=(torch.randn(4, 6, vocab, generator=gen), torch.where(
+                              torch.arange(24).reshape(4, 6) == 7, 3, IGNORE_INDEX))))
+    return cases
+
+
+def _per_position(logits, labels):
+    """Cross-entropy at every position (0 where nothing is predicted): (batch, seq)."""
+    return F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=IGNORE_INDEX, reduction="none")
+
+
+def _mean_over_all_positions(logits, labels):
+    return _per_position(logits, labels).mean()
+
+
+def _nan_when_nothing_selected(logits, labels):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
+def _summed(logits, labels):
+    return _per_position(logits, labels).sum()
+
+
+def _mean_of_sequence_means(logits, labels):
+    chosen = (labels != IGNORE_INDEX).float()
+    per_sequence = _per_position(logits, labels).sum(1) / chosen.sum(1).clamp(min=1)
+    return per_sequence[chosen.sum(1) > 0].mean() if bool(chosen.any()) else logits.sum() * 0.0
+
+
+def _log_of_softmax(logits, labels):
+    chosen = labels != IGNORE_INDEX
+    if not bool(chosen.any()):
+        return logits.sum() * 0.0
+    log_probs = torch.log(torch.softmax(logits[chosen], dim=-1))
+    return -log_probs.gather(-1, labels[chosen][:, None]).mean()
+
+
+def _weighted_mean(logits, labels):
+    chosen = (labels != IGNORE_INDEX).float()  # (batch, seq)
+    log_probs = F.log_softmax(logits, dim=-1)
+    picked = log_probs.gather(-1, labels.clamp(min=0)[..., None]).squeeze(-1)  # (batch, seq)
+    return -(picked * chosen).sum() / chosen.sum().clamp(min=1)
+
+
+def _with_a_loop(logits, labels):
+    terms = [torch.logsumexp(logits[b, t], 0) - logits[b, t, labels[b, t]]
+             for b in range(labels.shape[0]) for t in range(labels.shape[1]) if int(labels[b, t]) != IGNORE_INDEX]
+    return torch.stack(terms).mean() if terms else logits.sum() * 0.0
+
+
+MLM_LOSS = register(Exercise(
+    name="mlm_loss",
+    notebook=NOTEBOOK,
+    points=2,
+    differentiable=True,  # pre-training back-propagates through it
+    reference=mlm_loss,
+    summary="the masked-language-model loss: mean cross-entropy over the selected positions only",
+    **public_and_hidden(_loss_cases),
+    mistakes=[
+        Mistake("mean over every position", _mean_over_all_positions,
+                "average over the SELECTED positions (labels != -100) only; dividing by batch * seq counts "
+                "the unselected positions as zero losses."),
+        Mistake("NaN when nothing is selected", _nan_when_nothing_selected,
+                "F.cross_entropy(..., ignore_index=-100) averages over zero positions when nothing is selected "
+                "and gives NaN: return logits.sum() * 0.0 (a zero that stays in the graph) in that case."),
+        Mistake("sum instead of mean", _summed,
+                "take the mean over the selected positions, not the sum (the loss must not grow with the "
+                "batch)."),
+        Mistake("mean of per-sequence means", _mean_of_sequence_means,
+                "average over all selected positions of the batch together: a sequence with 6 selected "
+                "positions weighs three times one with 2."),
+        Mistake("log of softmax", _log_of_softmax,
+                "torch.log(torch.softmax(...)) gives log(0) = -inf once a probability underflows: use "
+                "F.cross_entropy or F.log_softmax."),
+    ],
+    also_correct=[_weighted_mean, _with_a_loop],
+))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 11.3 ClassificationHead
+# ---------------------------------------------------------------------------------------------------
+
+def _head_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    d_model, classes = (10, 4) if hidden else (8, 3)
+    init = {"d_model": d_model, "num_classes": classes, "dropout": 0.1}
+
+    def case(label: str, batch: int, seq: int) -> Case:
+        hidden_states = torch.randn(batch, seq, d_model, generator=gen) * 2 + 0.5
+        return Case(label, args=(hidden_states,), init=init, state=random_state(ClassificationHead(**init), gen))
+
+    return [case("(batch=4, seq=6, d_model) hidden states", 4, 6),
+            case("batch 3, seq 3 (batch == seq)", 3, 3),
+            case("a batch of one sequence of one token", 1, 1)]
+
+
+class _MeanPooled(ClassificationHead):
+    def forward(self, hidden):
+        return self.classifier(self.dropout(torch.tanh(self.pooler(hidden.mean(1)))))
+
+
+class _LastPosition(ClassificationHead):
+    def forward(self, hidden):
+        return self.classifier(self.dropout(torch.tanh(self.pooler(hidden[:, -1]))))
+
+
+class _FirstSequence(ClassificationHead):
+    def forward(self, hidden):
+        return self.classifier(self.dropout(torch.tanh(self.pooler(hidden[0]))))
+
+
+class _NoTanh(ClassificationHead):
+    def forward(self, hidden):
+        return self.classifier(self.dropout(self.pooler(hidden[:, 0])))
+
+
+class _NoPooler(ClassificationHead):
+    def forward(self, hidden):
+        return self.classifier(self.dropout(hidden[:, 0]))
+
+
+class _TanhAtTheEnd(ClassificationHead):
+    def forward(self, hidden):
+        return torch.tanh(self.classifier(self.dropout(self.pooler(hidden[:, 0]))))
+
+
+class _WithSelect(nn.Module):
+    def __init__(self, d_model: int, num_classes: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.pooler = nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(d_model, num_classes)
+
+    def forward(self, hidden):
+        first = hidden.select(dim=1, index=0)  # (batch, d_model)
+        return self.classifier(self.dropout(self.pooler(first).tanh()))
+
+
+class _WithMatrices(_WithSelect):
+    def forward(self, hidden):
+        first = hidden[:, :1].squeeze(1)  # (batch, d_model)
+        pooled = torch.tanh(first @ self.pooler.weight.T + self.pooler.bias)
+        return F.linear(self.dropout(pooled), self.classifier.weight, self.classifier.bias)
+
+
+CLASSIFICATION_HEAD = register(Exercise(
+    name="classification_head",
+    notebook=NOTEBOOK,
+    points=2,
+    reference=ClassificationHead,
+    summary="BERT's classifier: the [CLS] vector through the pooler (dense + tanh), dropout and a linear layer",
+    **public_and_hidden(_head_cases),
+    mistakes=[
+        Mistake("mean over the positions", _MeanPooled,
+                "BERT classifies from the [CLS] vector alone, position 0 of each sequence: hidden[:, 0]."),
+        Mistake("last position", _LastPosition,
+                "[CLS] is the FIRST token of every input (position 0): hidden[:, 0], not hidden[:, -1]."),
+        Mistake("first sequence of the batch", _FirstSequence,
+                "hidden is (batch, seq, d_model): position 0 of every sequence is hidden[:, 0]; hidden[0] is the "
+                "whole first sequence."),
+        Mistake("no tanh", _NoTanh,
+                "BERT's pooler is a dense layer followed by tanh: torch.tanh(self.pooler(cls))."),
+        Mistake("pooler skipped", _NoPooler,
+                "pass the [CLS] vector through the pooler (dense + tanh) before dropout and the classifier."),
+        Mistake("tanh on the logits", _TanhAtTheEnd,
+                "tanh belongs to the pooler, before the classifier; logits must be free to take any value."),
+    ],
+    also_correct=[_WithSelect, _WithMatrices],
+))
