@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_lib.exercises import compare_outputs, run_case, to_plain
+from course_lib.exercises import output_problems, run_case, to_plain
 from course_lib.exercises.execute import check_statuses, execute_notebook
 
 __all__ = ["load", "run_smoke", "check_statuses", "agrees"]
@@ -44,12 +44,12 @@ def run_smoke(nb: nbformat.NotebookNode, cwd: Path, allow_errors: bool = False) 
 def agrees(ex, impl, which: str, seed: int) -> bool:
     """True when ``impl`` matches exercise ``ex``'s reference on every case of ``which`` (public or hidden)."""
     for case in ex.cases(which, seed=seed):
-        expected = to_plain(run_case(ex.reference, case, grad=ex.grad))
+        expected = to_plain(run_case(ex.reference, case, grad=ex.grad, seed=ex.seed))
         try:
             got = to_plain(run_case(impl, case, grad=ex.grad, differentiable=ex.differentiable,
-                                    forbidden=ex.forbidden_calls))
+                                    forbidden=ex.forbidden_calls, seed=ex.seed))
         except Exception:  # noqa: BLE001 - an implementation that raises does not agree
             return False
-        if compare_outputs(expected, got, ex.atol, ex.rtol):
+        if output_problems(ex, case, expected, got):
             return False
     return True

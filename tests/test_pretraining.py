@@ -53,6 +53,7 @@ def test_docstrings_are_read_with_ast_and_named_by_file_and_qualified_name(tmp_p
     assert keys["pkg/core.py:Widget"].text == "A widget that draws itself on the screen when asked."
 
 
+@pytest.mark.slow  # parses the whole standard library (~6 s); the fake library above keeps a fast test
 def test_the_task_never_pretrains_on_a_validation_docstring() -> None:
     docs = stdlib_docstrings()
     task = docstring_task(docs)
@@ -172,3 +173,14 @@ def test_an_all_mask_answer_is_told_its_share_and_the_hint() -> None:
     result = run_check("mask_tokens", all_masked)
     assert result.status == "failed" and "[MASK] share" in result.message and "100.0%" in result.message
     assert "10 % get a random token" in result.hint or "80 %" in result.hint
+
+
+def test_the_unchanged_share_allows_exactly_what_a_random_draw_of_the_same_token_adds() -> None:
+    """10 % unchanged, plus the random 10 % that drew the original token again: 1 in 26 ordinary ids here."""
+    case = _masking_case()
+    tokens, mask_id, vocab_size, special_ids = case.args
+    inputs, labels = mask_tokens(tokens, mask_id, vocab_size, special_ids, torch.Generator().manual_seed(0),
+                                 mask_prob=1.0, random_prob=0.0)
+    problems = masking_problems(case, None, to_plain((inputs, labels)))
+    unchanged = [p for p in problems if p.startswith("unchanged share")]
+    assert unchanged and "expected 10.0%-10.4%" in unchanged[0]

@@ -125,7 +125,7 @@ def masking_problems(case: Case, expected: Any, got: Any) -> list[str]:
                                int(replaced.sum()), n, RANDOM * (1 - 1 / max(num_ordinary, 1)), RANDOM,
                                "10 % of the selected positions get a random token")
     problems += _share_problem("unchanged share", "the share of selected positions left as they were",
-                               int(kept.sum()), n, 1 - MASK - RANDOM, 1 - MASK - RANDOM / max(num_ordinary, 1),
+                               int(kept.sum()), n, 1 - MASK - RANDOM, 1 - MASK - RANDOM + RANDOM / max(num_ordinary, 1),
                                "10 % of the selected positions keep their token")
     drawn = inputs[replaced]
     if ((drawn < 0) | (drawn >= vocab_size)).any():
