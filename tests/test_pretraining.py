@@ -7,6 +7,8 @@ References we did not write: Python's own ``ast`` (a docstring is what ``ast.get
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -15,7 +17,7 @@ from course_lib.bert import BERT, IGNORE_INDEX, mask_tokens
 from course_lib.checks.nb11_bert import MASK_TOKENS, masking_problems
 from course_lib.corpus import ByteBPE, is_validation_document
 from course_lib.docstrings import docstring_task, stdlib_docstrings
-from course_lib.exercises import Case, run_case, run_check, to_plain
+from course_lib.exercises import Case, output_problems, run_case, run_check, to_plain
 from course_lib.pretraining import (
     SPECIAL_TOKENS,
     accuracy,
@@ -184,3 +186,17 @@ def test_the_unchanged_share_allows_exactly_what_a_random_draw_of_the_same_token
     problems = masking_problems(case, None, to_plain((inputs, labels)))
     unchanged = [p for p in problems if p.startswith("unchanged share")]
     assert unchanged and "expected 10.0%-10.4%" in unchanged[0]
+
+
+def test_unsigned_outputs_are_judged_and_a_judge_that_raises_becomes_a_problem() -> None:
+    case = _masking_case()
+    out = to_plain(run_case(mask_tokens, case, seed=0))
+    unsigned = [out[0].astype(np.uint8), out[1].astype(np.uint8)]  # -100 wraps around to 156: wrong labels
+    assert any(p.startswith("labels") or p.startswith("special") for p in masking_problems(case, None, unsigned))
+
+    def broken_judge(case, expected, got):
+        raise RuntimeError("the judge fell over")
+
+    exercise = dataclasses.replace(MASK_TOKENS, compare=broken_judge)
+    assert output_problems(exercise, case, out, out) == [
+        "output: could not be judged (RuntimeError: the judge fell over)"]

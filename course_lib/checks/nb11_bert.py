@@ -90,12 +90,12 @@ def masking_problems(case: Case, expected: Any, got: Any) -> list[str]:
     tokens = tokens.numpy()
     if not (isinstance(got, list) and len(got) == 2):
         return ["output: expected a tuple (inputs, labels) of two integer tensors"]
-    inputs, labels = got
-    for name, value in (("inputs", inputs), ("labels", labels)):
+    for name, value in zip(("inputs", "labels"), got, strict=True):
         if not _integer_array(value, tokens.shape):
             shape = getattr(value, "shape", None)
             return [f"output: {name} must be an integer tensor of shape {tokens.shape} like tokens, got "
                     f"{type(value).__name__} of shape {shape} and dtype {getattr(value, 'dtype', None)}"]
+    inputs, labels = (value.astype(np.int64) for value in got)  # uint8...uint64 compared as signed numbers
     special_list = sorted({*special_ids, mask_id})
     special = np.isin(tokens, special_list)
     selected = labels != IGNORE_INDEX

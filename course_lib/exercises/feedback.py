@@ -213,7 +213,10 @@ def output_problems(exercise: Exercise, case: Case, expected: Any, got: Any) -> 
     ``compare`` for an exercise whose answer is random. Used by the check and by the grading command alike.
     """
     if exercise.compare is not None:
-        return list(exercise.compare(case, expected, got))
+        try:
+            return [str(problem) for problem in exercise.compare(case, expected, got)]
+        except Exception as err:  # noqa: BLE001 - an output the judge cannot read is a wrong output
+            return [f"output: could not be judged ({type(err).__name__}: {str(err)[:200]})"]
     return compare_outputs(expected, got, exercise.atol, exercise.rtol)
 
 
