@@ -718,3 +718,28 @@ def test_without_a_sandbox_every_report_says_so(tmp_path: Path) -> None:
     assert report["total"] == 1 and report["sandbox"] is False and "WITHOUT a sandbox" in report["message"]
     assert "Graded without a sandbox" in (tmp_path / "out" / "00_welcome_solved.md").read_text()
     assert ",NO," in (tmp_path / "out" / "summary.csv").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [True, False], ids=["policy", "runtime-only"])
+def test_a_reference_reached_through_a_course_model_or_module_earns_nothing(tmp_path: Path, policy: bool) -> None:
+    """Notebook 11: BERT builds its head from the withheld ClassificationHead, and course_lib.pretraining imports
+    the withheld mlm_loss and mask_tokens. Taking them from there gets the sandbox's stand-ins (which forward to
+    the learner's own, here itself), never the reference; the static policy refuses the lookups first."""
+    nb = load(ROOT / "notebooks" / "11_bert.ipynb")
+    order = [ex for _, _, ex in exercise_cells(nb)]
+    attacks = {
+        "classification_head": "from course_lib.bert import BERT\n"
+                               "ClassificationHead = type(BERT(10, d_model=8, num_heads=2, num_layers=1, max_len=4,"
+                               " num_classes=2).head)\n",
+        "mlm_loss": "from course_lib import pretraining\n"
+                    "def mlm_loss(logits, labels):\n    return pretraining.mlm_loss(logits, labels)\n",
+        "mask_tokens": "from course_lib.pretraining import mlm_batches\n"
+                       "def mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=None):\n"
+                       "    return mlm_batches.__globals__['mask_tokens'](tokens, mask_id, vocab_size, special_ids)\n",
+    }
+    sources = {order.index(name): src for name, src in attacks.items()}
+    report = grade_submission(_write(_with_exercises(nb, sources), tmp_path, "11_bert_attack"),
+                              GradeConfig(**CONFIG, policy=policy))
+    assert report.total == 0 and report.max_total == 7, [(r.exercise, r.status, r.message) for r in report.exercises]
+    assert {r.status for r in report.exercises} <= {"forbidden", "error"}
