@@ -53,7 +53,9 @@ def _check_mask_arguments(tokens: torch.Tensor, mask_id: int, vocab_size: int, s
                          f"mask_prob + random_prob <= 1, got {select_prob}, {mask_prob}, {random_prob}")
     if not 0 <= mask_id < vocab_size:
         raise ValueError(f"mask_tokens: mask_id must be in [0, vocab_size={vocab_size}), got {mask_id}")
-    if len({*special_ids, mask_id} & set(range(vocab_size))) >= vocab_size:
+    if any(int(i) < 0 for i in special_ids):
+        raise ValueError(f"mask_tokens: special_ids must be ids >= 0, got {list(special_ids)}")
+    if len({int(i) for i in (*special_ids, mask_id) if int(i) < vocab_size}) >= vocab_size:
         raise ValueError(f"mask_tokens: every id below vocab_size={vocab_size} is special: nothing to draw "
                          f"a random replacement from")
 

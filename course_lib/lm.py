@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .corpus import random_windows, sequential_windows
+from .training import make_adamw
 
 __all__ = ["lm_loss", "LMHistory", "train_lm", "evaluate_perplexity"]
 
@@ -61,10 +62,7 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
     """
     from tqdm.auto import tqdm
 
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=(0.9, 0.95))
+    optimizer = make_adamw(model, lr, weight_decay, betas=(0.9, 0.95))
 
     def schedule(step: int) -> float:
         if step < warmup:

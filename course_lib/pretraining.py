@@ -2,7 +2,7 @@
 
 Both run on the course's one training loop, :func:`course_lib.training.train`, with their own batch
 adapters: :func:`mlm_step` (masked windows of the pre-training text; the MLM head runs on the selected
-positions only, the others are not scored anyway) and :func:`classification_step` (a ``[CLS]`` sequence and
+positions only, the others are not scored anyway) and :func:`fine_tuning_step` (a ``[CLS]`` sequence and
 its label through ``model.classify``).
 
 Inputs: pre-training reads windows of one token stream (documents separated by ``[SEP]``), each starting
@@ -23,10 +23,10 @@ from torch import nn
 from .bert import BERT, IGNORE_INDEX, mask_tokens, mlm_loss
 from .corpus import ByteBPE, random_windows
 from .docstrings import docstring_task, stdlib_docstrings
-from .training import Prediction, TrainHistory, train
+from .training import Prediction, TrainHistory, make_adamw, train
 
 __all__ = ["SPECIAL_TOKENS", "classification_inputs", "DocstringData", "labelled_subset", "mlm_batches",
-           "mlm_step", "classification_step", "make_adamw", "pretrain_mlm", "fine_tune", "accuracy"]
+           "mlm_step", "fine_tuning_step", "pretrain_mlm", "fine_tune", "accuracy"]
 
 #: BERT's special tokens, in id order after ``<|endoftext|>`` (id 0).
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
@@ -143,27 +143,22 @@ def mlm_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device:
     return Prediction(logits[None], labels[selected][None], int(selected.sum()))
 
 
-def classification_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
+def fine_tuning_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
                         device: torch.device | str) -> Prediction:
     """The batch adapter of fine-tuning: ``model.classify(tokens)`` (batch, num_classes) against labels (batch,)."""
     tokens, labels = (t.to(device) for t in batch)
     return Prediction(model.classify(tokens), labels, len(labels))
 
 
-def make_adamw(model: nn.Module, lr: float, steps: int, warmup: int, weight_decay: float = 0.01
-               ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """BERT's optimiser: AdamW (weight decay on matrices only), a linear warm-up, then a linear decay to 0."""
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-
-    def schedule(step: int) -> float:
+def _linear_schedule(optimizer: torch.optim.Optimizer, steps: int, warmup: int
+                     ) -> torch.optim.lr_scheduler.LambdaLR:
+    """BERT's schedule: a linear warm-up over ``warmup`` steps, then a linear decay to 0 at ``steps``."""
+    def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
         return max(0.0, (steps - step) / max(1, steps - warmup))
 
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def pretrain_mlm(model: BERT, stream: torch.Tensor, steps: int, cls_id: int, mask_id: int,
@@ -179,7 +174,8 @@ def pretrain_mlm(model: BERT, stream: torch.Tensor, steps: int, cls_id: int, mas
     device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
     batches = mlm_batches(stream, batch_size, seq_len, cls_id, mask_id, model.vocab_size, special_ids, mask_fn, gen)
-    optimizer, scheduler = make_adamw(model, lr, steps, min(warmup, steps))
+    optimizer = make_adamw(model, lr)
+    scheduler = _linear_schedule(optimizer, steps, min(warmup, steps))
     return train(model, batches, steps, optimizer, scheduler, loss_fn=loss_fn, device=device, progress=progress,
                  step_fn=mlm_step, desc="pre-training (MLM)")
 
@@ -193,9 +189,10 @@ def fine_tune(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, steps: in
     device = next(model.parameters()).device
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(tokens, labels), batch_size=batch_size,
                                          shuffle=True, generator=torch.Generator().manual_seed(seed))
-    optimizer, scheduler = make_adamw(model, lr, steps, min(warmup, steps))
+    optimizer = make_adamw(model, lr)
+    scheduler = _linear_schedule(optimizer, steps, min(warmup, steps))
     return train(model, loader, steps, optimizer, scheduler, loss_fn=F.cross_entropy, device=device,
-                 progress=progress, step_fn=classification_step, desc="fine-tuning", leave=False)
+                 progress=progress, step_fn=fine_tuning_step, desc="fine-tuning", leave=False)
 
 
 @torch.no_grad()

@@ -27,7 +27,8 @@ from torch import nn
 from .validation import validated_by
 
 __all__ = [
-    "label_smoothed_cross_entropy", "transformer_lr", "make_optimizer", "fused_if_supported", "make_scheduler",
+    "label_smoothed_cross_entropy", "transformer_lr", "make_optimizer", "make_adamw", "fused_if_supported",
+    "make_scheduler",
     "TrainHistory", "Prediction", "translation_step", "classification_step", "train", "teacher_forced_accuracy",
 ]
 
@@ -153,6 +154,16 @@ def make_optimizer(model: nn.Module, betas: tuple[float, float] = (0.9, 0.98), e
     """
     return fused_if_supported(torch.optim.Adam, model.parameters(), lr=1.0, betas=betas, eps=eps,
                               weight_decay=weight_decay)
+
+
+def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.01,
+               betas: tuple[float, float] = (0.9, 0.999)) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only (GPT-2's and BERT's recipe): biases, LayerNorm gains and
+    other vectors are not decayed, since shrinking them towards 0 regularises nothing useful."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000,

@@ -120,9 +120,16 @@ def test_masking_follows_80_10_10_within_binomial_bounds() -> None:
     assert all(torch.equal(a, b) for a, b in zip(again, first, strict=True))  # seeded: reproducible
 
 
-def test_masking_rejects_impossible_proportions() -> None:
+def test_masking_rejects_impossible_proportions_and_ids() -> None:
+    tokens = torch.zeros(1, 3, dtype=torch.long)
     with pytest.raises(ValueError, match="mask_prob"):
-        mask_tokens(torch.zeros(1, 3, dtype=torch.long), MASK, VOCAB, [PAD], mask_prob=0.8, random_prob=0.3)
+        mask_tokens(tokens, MASK, VOCAB, [PAD], mask_prob=0.8, random_prob=0.3)
+    with pytest.raises(ValueError, match="special_ids must be ids >= 0"):
+        mask_tokens(tokens, MASK, VOCAB, [PAD, -1])  # -1 would silently mark the last id special
+    with pytest.raises(ValueError, match="mask_id must be in"):
+        mask_tokens(tokens, VOCAB, VOCAB, [PAD])
+    with pytest.raises(ValueError, match="every id below vocab_size=4 is special"):
+        mask_tokens(tokens, 3, 4, [0, 1, 2])
 
 
 def test_mlm_loss_scores_selected_positions_only() -> None:
