@@ -7,9 +7,11 @@ Every notebook starts with::
     set_seed(0)
 
 On the CPU, :func:`get_device` also sets PyTorch's number of threads, once (see :func:`configure_threads`):
-one thread by default, because the course's models are small, and on a 2-core machine shared with other
-work two threads fighting over small matrices made a training step 17-21x slower than one thread
-(``benchmarks/results/threads.md``). ``COURSE_THREADS=2`` (or ``all``) in the environment overrides it.
+one thread by default, because most of the course's models are small, and on a 2-core machine shared with
+other work two threads fighting over small matrices made a training step 17-21x slower than one thread
+(``benchmarks/results/threads.md``). The notebooks whose models are large enough to gain from a second core
+on an idle machine (07, 08, 10, 11: 1.2-1.6x faster) ask for two with ``get_device(threads=2)``.
+``COURSE_THREADS=1`` (or ``2``, ``all``) in the environment overrides every notebook's choice.
 
 ``SMOKE`` is True only when the environment variable ``COURSE_SMOKE=1`` is set. The test suite sets it
 when it executes notebooks a second and third time (student and solved versions) to test the exercise
@@ -32,24 +34,29 @@ DEFAULT_THREADS = 1
 _threads_configured = False
 
 
-def configure_threads(threads: int | str | None = None) -> int:
+def configure_threads(threads: int | str | None = None, *, default: int = DEFAULT_THREADS) -> int:
     """Set the number of threads PyTorch uses on the CPU; return it.
 
     Args:
         threads: a positive number, or ``"all"`` (one per logical CPU). ``None`` reads the environment
-            variable ``COURSE_THREADS`` and falls back to :data:`DEFAULT_THREADS` (1).
+            variable ``COURSE_THREADS`` and falls back to ``default``.
+        default: the number used when neither ``threads`` nor ``COURSE_THREADS`` says one; at most the
+            number of logical CPUs (a default of 2 on a one-CPU machine is 1).
 
     The default is one thread: for the notebooks' small models a step with two threads was 17x (ViT of
     notebook 08) and 21x (notebook 02's toy model) slower than with one on a busy 2-core machine (measured
-    with ``benchmarks/bench_threads.py``), and one thread also gives the same numbers on any number of cores.
-    Large models on an idle machine gain from more: set ``COURSE_THREADS=all``.
+    with ``benchmarks/bench_threads.py``). Larger models on an idle machine gain from more. The number of
+    threads changes the order of floating-point sums, so a notebook's numbers are reproducible for a fixed
+    thread count on one machine (1 and 2 threads give slightly different trainings).
 
     Example:
         >>> configure_threads(1)
         1
     """
-    chosen = threads if threads is not None else os.environ.get("COURSE_THREADS") or DEFAULT_THREADS
     count = os.cpu_count() or 1
+    if default < 1:
+        raise ValueError(f"configure_threads: default must be >= 1, got {default!r}")
+    chosen = threads if threads is not None else os.environ.get("COURSE_THREADS") or min(default, count)
     if chosen == "all":
         value = count
     else:
@@ -64,12 +71,15 @@ def configure_threads(threads: int | str | None = None) -> int:
     return value
 
 
-def get_device(prefer: str | None = None) -> torch.device:
+def get_device(prefer: str | None = None, threads: int | None = None) -> torch.device:
     """Return the best available device: CUDA, then Apple MPS, then CPU (threads set on first use, see above).
 
     Args:
         prefer: force a device by name (``"cpu"``, ``"cuda"``, ``"mps"``); the environment variable
             ``COURSE_DEVICE`` does the same without editing a notebook.
+        threads: this notebook's number of CPU threads when ``COURSE_THREADS`` is not set (default
+            :data:`DEFAULT_THREADS`, capped at the number of logical CPUs). Given, it is applied even if an
+            earlier call already set the threads.
 
     Example:
         >>> get_device("cpu")
@@ -85,8 +95,9 @@ def get_device(prefer: str | None = None) -> torch.device:
     else:
         device = torch.device("cpu")
     global _threads_configured
-    if device.type == "cpu" and not _threads_configured:  # once: a later torch.set_num_threads(n) stays
-        configure_threads()
+    if device.type == "cpu" and (threads is not None or not _threads_configured):
+        # once, unless asked: a later torch.set_num_threads(n) in a notebook stays
+        configure_threads(default=threads if threads is not None else DEFAULT_THREADS)
         _threads_configured = True
     return device
 

@@ -29,3 +29,19 @@ def test_threads_default_to_one_and_the_environment_overrides(monkeypatch, resto
 def test_bad_thread_counts_are_named(bad, restore_threads) -> None:
     with pytest.raises(ValueError, match="threads"):
         configure_threads(bad)
+
+
+def test_a_notebook_may_ask_for_more_threads_and_the_environment_still_wins(monkeypatch, restore_threads) -> None:
+    import os
+
+    from course_lib.runtime import get_device
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    cpus = os.cpu_count() or 1
+    assert get_device("cpu", threads=2).type == "cpu" and torch.get_num_threads() == min(2, cpus)
+    assert configure_threads(default=cpus + 5) == cpus  # a default never exceeds the machine
+    monkeypatch.setenv("COURSE_THREADS", "1")
+    get_device("cpu", threads=2)
+    assert torch.get_num_threads() == 1  # the learner's COURSE_THREADS overrides the notebook's choice
+    with pytest.raises(ValueError, match="default"):
+        configure_threads(default=0)
