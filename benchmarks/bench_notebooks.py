@@ -3,7 +3,8 @@
 Executes each ``notebooks/NN_*.ipynb`` with nbclient in a fresh kernel of this interpreter (the course's
 ``execute_notebook``), one after the other, with the full default step counts (``COURSE_SMOKE`` unset) and
 the non-interactive matplotlib backend. Kernel start-up is included: it is part of what a learner waits
-for. Target (issue 8): every notebook together in at most 10 minutes on 2 cores.
+for. Target (issue 8 for notebooks 00-09, then issue 19 with notebooks 10-12): every notebook together in at
+most 12 minutes on 2 cores.
 
 Run::
 
@@ -36,7 +37,7 @@ sys.path.insert(0, str(HERE))
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
 
 RESULTS = HERE / "results"
-TARGET_SECONDS = 600.0
+TARGET_SECONDS = 720.0
 
 
 def time_notebook(path: Path, timeout: int) -> tuple[float, str]:
@@ -115,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / "notebooks.json").write_text(json.dumps(
         {"quick": args.quick, "repeats": args.repeats, "seconds": times, "status": statuses, "total_median": total,
          "machine": machine}, indent=2))
-    print(f"RESULT all notebooks: {total:.0f} s ({total / 60:.1f} min), target <= 10 min: {verdict}")
+    print(f"RESULT all notebooks: {total:.0f} s ({total / 60:.1f} min), "
+          f"target <= {TARGET_SECONDS / 60:.0f} min: {verdict}")
     failed = [name for name, s in statuses.items() if s != "ok"]
     if failed:
         print(f"RESULT failed notebooks: {failed}")
