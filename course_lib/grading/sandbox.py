@@ -96,7 +96,7 @@ def command(lib: Path, job: Path, argv: list[str], disk_mb: int, channel: int) -
     env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "PYTHONPATH": LIB, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_DEVICE": "cpu",
-           "COURSE_GRADE_CHANNEL": str(channel)}
+           "COURSE_THREADS": "1", "COURSE_GRADE_CHANNEL": str(channel)}
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
             "--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox", "--clearenv", *_system_mounts()]
     # The private /tmp first: a Python installation that lives under /tmp (a CI job's virtual environment)
@@ -138,7 +138,7 @@ class SandboxRun:
         self.problem = ""
         self.max_frame, self.max_total = max_frame, max_total
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "COURSE_GRADE_CHANNEL": str(write_end),
-               "HOME": str(work), "TMPDIR": str(work), "OMP_NUM_THREADS": "1", "PYTHONPATH": "",
+               "HOME": str(work), "TMPDIR": str(work), "OMP_NUM_THREADS": "1", "COURSE_THREADS": "1", "PYTHONPATH": "",
                "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "MPLBACKEND": "Agg"}
         debug = os.environ.get("COURSE_GRADE_DEBUG")
         try:
