@@ -1,11 +1,17 @@
-"""PyTorch CPU threads for the notebooks' small training loops: step time with 1, 2 and all threads.
+"""PyTorch CPU threads for the notebooks' training loops: step time with 1, 2 and all threads.
 
-Two loops, as the notebooks run them:
+Three loops, as the notebooks run them:
 
 - ``vit``: one training step of notebook 08's Vision Transformer (8x8 digits, 4x4 patches, d_model 64, 2
   layers, batch 128, AdamW), on random images of the same shape;
 - ``toy``: one step of notebook 02's neighbour reader (one ``MultiHeadAttention``, d_model 16, 2 heads, an MLP
-  readout, batch 64, Adam).
+  readout, batch 64, Adam);
+- ``gpt``: one step of notebook 10's language model (byte-level BPE of 1024, d_model 128, 4 heads, 4 layers,
+  GELU (tanh), dropout 0.1, 16 windows of 128 tokens, AdamW), on random tokens: the larger kind of model for
+  which notebooks 07, 10 and 11 ask for two threads (``get_device(threads=2)``).
+
+``--busy`` keeps one logical CPU busy with a spinning process while measuring (a machine shared with other
+work) and writes ``threads_busy.md``; without it the results go to ``threads.md``.
 
 Each configuration runs in a fresh interpreter with ``torch.set_num_threads(n)`` (as
 ``course_lib.runtime.configure_threads`` would set it), warms up, then times steps; configurations alternate
@@ -17,8 +23,9 @@ Run::
 
     flock /tmp/bench.lock python benchmarks/bench_threads.py            # 3 rounds x 40 steps
     python benchmarks/bench_threads.py --quick                          # 1 round x 10 steps
+    flock /tmp/bench.lock python benchmarks/bench_threads.py --busy     # with one CPU kept busy
 
-Writes ``benchmarks/results/threads.md`` and ``threads.json``.
+Writes ``benchmarks/results/threads.md`` and ``threads.json`` (``threads_busy.*`` with ``--busy``).
 """
 
 from __future__ import annotations
@@ -54,6 +61,15 @@ if loop == "vit":
         return torch.rand(128, 1, 8, 8), torch.randint(0, 10, (128,))
     def loss_of(x, y):
         return F.cross_entropy(model(x), y, label_smoothing=0.1)
+elif loop == "gpt":
+    from course_lib.gpt import GPT
+    model = GPT(1024, d_model=128, num_heads=4, num_layers=4, max_len=128, dropout=0.1, activation="gelu_tanh")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    def batch():
+        tokens = torch.randint(0, 1024, (16, 129))
+        return tokens[:, :-1], tokens[:, 1:]
+    def loss_of(x, y):
+        return F.cross_entropy(model(x).reshape(-1, 1024), y.reshape(-1))
 else:
     from course_lib.attention import MultiHeadAttention
     class Reader(nn.Module):
@@ -99,32 +115,45 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 round of 10 steps")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--busy", action="store_true", help="keep one logical CPU busy while measuring")
+    parser.add_argument("--loops", nargs="+", default=["vit", "toy", "gpt"], choices=["vit", "toy", "gpt"])
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
     n_steps = args.steps or (10 if args.quick else 40)
     all_threads = os.cpu_count() or 1
     counts = sorted({1, 2, all_threads})
     busy = cpu_busy_share(1.0)
-    samples: dict[str, dict[int, list[float]]] = {"vit": {n: [] for n in counts}, "toy": {n: [] for n in counts}}
-    for _ in range(rounds):
-        for loop in samples:
-            for n in counts:
-                samples[loop][n] += run(n, loop, n_steps)
+    samples: dict[str, dict[int, list[float]]] = {loop: {n: [] for n in counts} for loop in args.loops}
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    try:
+        for _ in range(rounds):
+            for loop in samples:
+                for n in counts:
+                    samples[loop][n] += run(n, loop, n_steps)
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
     medians = {loop: {n: statistics.median(v) * 1000 for n, v in by.items()} for loop, by in samples.items()}
     note, info = load_note(busy), machine_info()
+    if args.busy:  # the load was read before the spinning process started
+        note = "Before the spinning process started: " + note[0].lower() + note[1:]
+    stem = "threads_busy" if args.busy else "threads"
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "threads.json").write_text(json.dumps(
-        {"median_ms": medians, "rounds": rounds, "steps": n_steps, "busy_share": busy,
+    (RESULTS / f"{stem}.json").write_text(json.dumps(
+        {"median_ms": medians, "rounds": rounds, "steps": n_steps, "busy_share": busy, "spinner": args.busy,
          "machine": info}, indent=1))
-    lines = ["# CPU threads for the notebooks' small training loops", "",
+    condition = (" One logical CPU was kept busy by a spinning process during every measurement (`--busy`)."
+                 if args.busy else "")
+    lines = ["# CPU threads for the notebooks' training loops" + (", one CPU busy" if args.busy else ""), "",
              f"Median step time in ms ({rounds} round(s) x {n_steps} steps per configuration, each in a fresh "
-             f"interpreter, configurations alternating).", "",
+             f"interpreter, configurations alternating).{condition}", "",
              "| loop | " + " | ".join(f"{n} thread{'s' if n > 1 else ''}" for n in counts) + " |",
              "|---|" + "---|" * len(counts)]
     for loop, by in medians.items():
         lines.append(f"| {loop} | " + " | ".join(f"{by[n]:.1f}" for n in counts) + " |")
     lines += ["", note, "", markdown_machine(info), ""]
-    (RESULTS / "threads.md").write_text("\n".join(lines))
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines))
     for loop, by in medians.items():
         print(f"RESULT {loop} step ms: " + ", ".join(f"{n} threads {by[n]:.1f}" for n in counts))
     print(f"RESULT load: {note}")
