@@ -83,6 +83,21 @@ def test_nan_query_gives_nan_on_both_paths_of_multi_head_attention() -> None:
     torch.testing.assert_close(mha(x, x, x)[0], mha(x, x, x, need_weights=True)[0])
 
 
+def test_fused_attention_sends_inf_to_the_formula_and_survives_a_sum_that_overflows() -> None:
+    """fused_attention proves its input finite with one sum: an inf must be caught, a huge total is harmless."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    k_inf = k.clone()
+    k_inf[0, 1, 2, 0] = float("inf")
+    fused, formula = fused_attention(q, k_inf, v), scaled_dot_product_attention(q, k_inf, v)[0]
+    assert torch.equal(fused.isnan(), formula.isnan()) and fused[0, 1].isnan().any()
+    torch.testing.assert_close(fused.nan_to_num(7.0), formula.nan_to_num(7.0))
+    huge = torch.full_like(v, 3e38)  # every element finite; their float32 sum overflows to inf
+    out = fused_attention(q, k, huge)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, scaled_dot_product_attention(q, k, huge)[0])
+
+
 def test_two_d_mask_when_batch_equals_seq_is_refused_unless_unambiguous() -> None:
     """One rule: a 2-D mask is (seq_q, seq_k); a (batch, seq_k) padding mask has that shape when batch == seq_q."""
     mha = MultiHeadAttention(8, 2).eval()
