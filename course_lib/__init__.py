@@ -7,7 +7,9 @@ The models and their building blocks are importable from here, in the notebooks'
 Data, training, decoding, metrics and plotting live in submodules, imported where needed (they pull in
 heavier libraries): ``course_lib.text``, ``course_lib.training``, ``course_lib.decoding``,
 ``course_lib.metrics``, ``course_lib.images``, ``course_lib.plotting``, ``course_lib.baselines``,
-``course_lib.corpus``, ``course_lib.lm``, ``course_lib.ngram``, ``course_lib.generation``.
+``course_lib.corpus``, ``course_lib.lm``, ``course_lib.ngram``, ``course_lib.generation``,
+``course_lib.experiments``, ``course_lib.ablation`` and ``course_lib.parallel`` (notebook 12's grid, in
+several processes).
 Exercises: ``course_lib.exercises`` (authoring) and ``course_lib.checks`` (the course's checks);
 grading: ``course_lib.grading`` and the ``course-grade`` command.
 
