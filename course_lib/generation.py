@@ -143,10 +143,13 @@ def attend_with_cache(q_new: torch.Tensor, k_new: torch.Tensor, v_new: torch.Ten
     else:
         k, v = k_new, v_new
     new, total = q_new.shape[2], k.shape[2]
-    past = total - new
-    key_pos = torch.arange(total, device=q_new.device)  # (total,)
-    query_pos = past + torch.arange(new, device=q_new.device)  # (new,): absolute positions
-    mask = key_pos[None, :] <= query_pos[:, None]  # (new, total), True = may attend
+    if new == 1:  # one new query, the last position: every key is at or before it, nothing to mask
+        mask = None
+    else:
+        past = total - new
+        key_pos = torch.arange(total, device=q_new.device)  # (total,)
+        query_pos = past + torch.arange(new, device=q_new.device)  # (new,): absolute positions
+        mask = key_pos[None, :] <= query_pos[:, None]  # (new, total), True = may attend
     output, _ = scaled_dot_product_attention(q_new, k, v, mask)  # (batch, heads, new, d_k)
     return output, k, v
 
