@@ -1,14 +1,17 @@
 """PyTorch CPU threads for the notebooks' training loops: step time with 1, 2 and all threads.
 
-Three loops, as the notebooks run them:
+Four loops, as the notebooks run them:
 
 - ``vit``: one training step of notebook 08's Vision Transformer (8x8 digits, 4x4 patches, d_model 64, 2
   layers, batch 128, AdamW), on random images of the same shape;
 - ``toy``: one step of notebook 02's neighbour reader (one ``MultiHeadAttention``, d_model 16, 2 heads, an MLP
   readout, batch 64, Adam);
 - ``gpt``: one step of notebook 10's language model (byte-level BPE of 1024, d_model 128, 4 heads, 4 layers,
-  GELU (tanh), dropout 0.1, 16 windows of 128 tokens, AdamW), on random tokens: the larger kind of model for
-  which notebooks 07, 10 and 11 ask for two threads (``get_device(threads=2)``).
+  GELU (tanh), no dropout, 16 windows of 128 tokens, AdamW), on random tokens: the larger kind of model for
+  which notebooks 07, 10 and 11 ask for two threads (``get_device(threads=2)``);
+- ``gpt_dropout``: the same with dropout 0.1 (on the embeddings, the attention weights, the feed-forward
+  hidden layer and both residual branches, as ``nn.TransformerEncoderLayer`` places it): what dropout's
+  random numbers cost on a CPU, the reason notebook 10 trains without it.
 
 ``--busy`` keeps one logical CPU busy with a spinning process while measuring (a machine shared with other
 work) and writes ``threads_busy.md``; without it the results go to ``threads.md``.
@@ -61,9 +64,10 @@ if loop == "vit":
         return torch.rand(128, 1, 8, 8), torch.randint(0, 10, (128,))
     def loss_of(x, y):
         return F.cross_entropy(model(x), y, label_smoothing=0.1)
-elif loop == "gpt":
+elif loop in ("gpt", "gpt_dropout"):
     from course_lib.gpt import GPT
-    model = GPT(1024, d_model=128, num_heads=4, num_layers=4, max_len=128, dropout=0.1, activation="gelu_tanh")
+    model = GPT(1024, d_model=128, num_heads=4, num_layers=4, max_len=128,
+                dropout=0.1 if loop == "gpt_dropout" else 0.0, activation="gelu_tanh")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
     def batch():
         tokens = torch.randint(0, 1024, (16, 129))
@@ -116,7 +120,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--busy", action="store_true", help="keep one logical CPU busy while measuring")
-    parser.add_argument("--loops", nargs="+", default=["vit", "toy", "gpt"], choices=["vit", "toy", "gpt"])
+    parser.add_argument("--loops", nargs="+", default=["vit", "toy", "gpt", "gpt_dropout"],
+                        choices=["vit", "toy", "gpt", "gpt_dropout"])
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
     n_steps = args.steps or (10 if args.quick else 40)

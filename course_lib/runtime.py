@@ -10,7 +10,7 @@ On the CPU, :func:`get_device` also sets PyTorch's number of threads, once (see 
 one thread by default, because most of the course's models are small, and on a 2-core machine shared with
 other work two threads fighting over small matrices made a training step 17-21x slower than one thread
 (``benchmarks/results/threads.md``). The notebooks whose models are large enough to gain from a second core
-on an idle machine (07, 10, 11: 1.2-1.5x faster) ask for two with ``get_device(threads=2)``.
+on an idle machine (07, 10, 11: 1.2-1.7x faster) ask for two with ``get_device(threads=2)``.
 ``COURSE_THREADS=1`` (or ``2``, ``all``) in the environment overrides every notebook's choice.
 
 ``SMOKE`` is True only when the environment variable ``COURSE_SMOKE=1`` is set. The test suite sets it
