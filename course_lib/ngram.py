@@ -1,4 +1,4 @@
-"""The baseline a neural language model must beat: an interpolated Kneser-Ney n-gram model (n <= 3).
+"""The baseline a neural language model must beat: an interpolated Kneser-Ney n-gram model of any order.
 
 An n-gram model predicts a token from the ``n - 1`` tokens before it by counting. Raw counts give
 probability 0 to every continuation not seen in training (infinite perplexity), so the counts are
@@ -26,7 +26,10 @@ __all__ = ["KneserNeyLM"]
 
 
 class KneserNeyLM:
-    """An interpolated Kneser-Ney language model of order 1, 2 or 3 over token ids ``0 .. vocab_size - 1``.
+    """An interpolated Kneser-Ney language model of any order over token ids ``0 .. vocab_size - 1``.
+
+    The highest order uses raw counts; every lower order ``k`` uses continuation counts, the number of
+    distinct tokens seen before each ``k``-gram (read off the ``(k + 1)``-gram types of the stream).
 
     Example:
         >>> lm = KneserNeyLM(torch.tensor([0, 1, 2, 0, 1, 2, 0, 1]), vocab_size=4, order=3)
@@ -35,62 +38,49 @@ class KneserNeyLM:
     """
 
     def __init__(self, stream: torch.Tensor, vocab_size: int, order: int = 3, discount: float = 0.75) -> None:
-        if order not in (1, 2, 3):
-            raise ValueError(f"KneserNeyLM: order must be 1, 2 or 3, got {order}")
+        if not isinstance(order, int) or order < 1:
+            raise ValueError(f"KneserNeyLM: order must be an integer >= 1, got {order!r}")
         if not 0.0 < discount < 1.0:
             raise ValueError(f"KneserNeyLM: discount must be in (0, 1), got {discount}")
         ids = [int(t) for t in stream]
         self.vocab_size, self.order, self.discount = vocab_size, order, discount
-        trigrams = Counter(zip(ids, ids[1:], ids[2:], strict=False))  # stops at the shortest
-        bigrams = Counter(zip(ids, ids[1:], strict=False))
-        # Highest order: raw counts. Lower orders: continuation counts (number of distinct left neighbours).
-        self.tri = trigrams
-        self.tri_context = Counter()  # c(u v .)
-        self.tri_types = Counter()  # N1+(u v .)
-        for (u, v, _), c in trigrams.items():
-            self.tri_context[(u, v)] += c
-            self.tri_types[(u, v)] += 1
-        bigram_counts = bigrams if order == 2 else Counter((v, w) for (_, v, w) in trigrams)  # N1+(. v w)
-        self.bi = bigram_counts
-        self.bi_context = Counter()
-        self.bi_types = Counter()
-        for (v, _), c in bigram_counts.items():
-            self.bi_context[v] += c
-            self.bi_types[v] += 1
-        if order == 1:
-            self.uni = Counter(ids)
-        else:
-            self.uni = Counter(w for (_, w) in bigrams)  # N1+(. w)
-        self.uni_total = sum(self.uni.values())
+        # counts[k]: k-gram -> count (raw at the highest order, continuation below it), k = 1 .. order
+        self.counts: dict[int, Counter] = {order: Counter(zip(*(ids[i:] for i in range(order)), strict=False))}
+        for k in range(order - 1, 0, -1):
+            longer = Counter(zip(*(ids[i:] for i in range(k + 1)), strict=False))  # raw (k + 1)-grams
+            self.counts[k] = Counter(gram[1:] for gram in longer)  # N1+(. gram): distinct left neighbours
+        # for k >= 2: per context (the first k - 1 tokens), the total count and the number of distinct next tokens
+        self.context_total: dict[int, Counter] = {}
+        self.context_types: dict[int, Counter] = {}
+        for k in range(2, order + 1):
+            total, types = Counter(), Counter()
+            for gram, c in self.counts[k].items():
+                total[gram[:-1]] += c
+                types[gram[:-1]] += 1
+            self.context_total[k], self.context_types[k] = total, types
+        self.uni_total = sum(self.counts[1].values())
 
     def _p1(self, w: int) -> float:
-        d = self.discount
-        return (max(self.uni.get(w, 0) - d, 0.0) / self.uni_total
-                + d * len(self.uni) / self.uni_total / self.vocab_size)
+        d, uni = self.discount, self.counts[1]
+        return max(uni.get((w,), 0) - d, 0.0) / self.uni_total + d * len(uni) / self.uni_total / self.vocab_size
 
-    def _p2(self, v: int, w: int) -> float:
-        total = self.bi_context.get(v, 0)
-        if total == 0:
+    def _p(self, context: tuple[int, ...], w: int) -> float:
+        """P(w | context) at order len(context) + 1, interpolated down to the unigram."""
+        if not context:
             return self._p1(w)
+        k = len(context) + 1
+        total = self.context_total[k].get(context, 0)
+        lower = self._p(context[1:], w)
+        if total == 0:  # an unseen context falls back to the next order whole
+            return lower
         d = self.discount
-        return max(self.bi.get((v, w), 0) - d, 0.0) / total + d * self.bi_types[v] / total * self._p1(w)
-
-    def _p3(self, u: int, v: int, w: int) -> float:
-        total = self.tri_context.get((u, v), 0)
-        if total == 0:
-            return self._p2(v, w)
-        d = self.discount
-        return (max(self.tri.get((u, v, w), 0) - d, 0.0) / total
-                + d * self.tri_types[(u, v)] / total * self._p2(v, w))
+        return (max(self.counts[k].get(context + (w,), 0) - d, 0.0) / total
+                + d * self.context_types[k][context] / total * lower)
 
     def prob(self, context: tuple[int, ...], w: int) -> float:
         """P(w | the last ``order - 1`` tokens of ``context``); shorter contexts use the lower orders."""
         context = tuple(context)[-(self.order - 1):] if self.order > 1 else ()
-        if len(context) == 2:
-            return self._p3(context[0], context[1], w)
-        if len(context) == 1:
-            return self._p2(context[0], w)
-        return self._p1(w)
+        return self._p(context, w)
 
     def perplexity(self, stream: torch.Tensor, targets: torch.Tensor | None = None) -> float:
         """exp(mean negative log-probability) of the tokens of ``stream`` after its first, each given the

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import Counter
 
 import pytest
 import torch
@@ -24,6 +25,7 @@ from course_lib.corpus import (
     python_docs_corpus,
     random_windows,
     sequential_windows,
+    split_documents,
 )
 from course_lib.generation import (
     KVCache,
@@ -192,9 +194,10 @@ def test_cached_attention_step_equals_full_causal_attention() -> None:
 def test_kneser_ney_distributions_sum_to_one_and_prefer_seen_continuations() -> None:
     gen = torch.Generator().manual_seed(7)
     stream = torch.randint(0, 6, (400,), generator=gen)
-    for order in (1, 2, 3):
+    for order in (1, 2, 3, 4, 5):
         lm = KneserNeyLM(stream, vocab_size=8, order=order)
-        for context in [(), (1,), (2, 3), (7, 7), (6, 1)]:  # seen, unseen (7 never occurs) contexts
+        # seen and unseen (7 never occurs) contexts
+        for context in [(), (1,), (2, 3), (7, 7), (6, 1), (0, 1, 2), (7, 1, 2), (4, 0, 1, 2)]:
             total = sum(lm.prob(context, w) for w in range(8))
             assert abs(total - 1) < 1e-9, (order, context, total)
             assert lm.prob(context, 7) > 0  # an unseen token still has some probability
@@ -210,6 +213,52 @@ def test_kneser_ney_bigram_by_hand() -> None:
     assert abs(lm.prob((0,), 1) - expected) < 1e-12
 
 
+def _kneser_ney_by_counting(ids: list[int], vocab: int, order: int, d: float, context: tuple, w: int) -> float:
+    """The module docstring's formulas, from counts taken afresh by scanning the stream (a test oracle)."""
+    if order == 1:
+        count = {t: ids.count(t) for t in set(ids)}  # raw counts at the highest order
+    else:  # continuation counts: distinct left neighbours of (w,) among the bigrams
+        count = {t: len({ids[i - 1] for i in range(1, len(ids)) if ids[i] == t}) for t in set(ids[1:])}
+    total = sum(count.values())
+    p = max(count.get(w, 0) - d, 0) / total + d * len(count) / total / vocab
+    for k in range(2, order + 1):  # build up from the bigram to the full order
+        ctx = context[len(context) - (k - 1):] if k > 1 else ()
+        grams = [tuple(ids[i:i + k]) for i in range(len(ids) - k + 1)]
+        if k == order:
+            c = Counter(grams)
+        else:
+            longer = {tuple(ids[i:i + k + 1]) for i in range(len(ids) - k)}
+            c = Counter(g[1:] for g in longer)
+        total = sum(v for g, v in c.items() if g[:-1] == ctx)
+        if total == 0:
+            continue
+        types = sum(1 for g in c if g[:-1] == ctx)
+        p = max(c.get(ctx + (w,), 0) - d, 0) / total + d * types / total * p
+    return p
+
+
+@pytest.mark.parametrize("order", [2, 3, 4, 5])
+def test_kneser_ney_equals_the_formulas_counted_by_hand(order: int) -> None:
+    gen = torch.Generator().manual_seed(order)
+    ids = torch.randint(0, 4, (120,), generator=gen).tolist() + [0, 1, 2, 3, 0, 1, 2, 3]
+    lm = KneserNeyLM(torch.tensor(ids), vocab_size=6, order=order, discount=0.6)
+    for context in [(0, 1, 2, 3), (3, 3, 0, 1), (5, 1, 2, 0), (2, 2, 2, 2), (5, 5, 5, 5)]:
+        for w in range(6):
+            expected = _kneser_ney_by_counting(ids, 6, order, 0.6, context[-(order - 1):], w)
+            assert abs(lm.prob(context, w) - expected) < 1e-12, (order, context, w)
+
+
+def test_kneser_ney_longer_context_resolves_what_a_trigram_cannot() -> None:
+    # after "0 1" comes 2 or 3 equally often; the token before "0 1" decides which
+    stream = torch.tensor([5, 0, 1, 2, 6, 0, 1, 3] * 40)
+    tri, four = KneserNeyLM(stream, 8, order=3), KneserNeyLM(stream, 8, order=4)
+    assert abs(tri.prob((5, 0, 1), 2) - tri.prob((6, 0, 1), 2)) < 1e-12  # the trigram only sees "0 1"
+    assert four.prob((5, 0, 1), 2) > 0.95 and four.prob((6, 0, 1), 3) > 0.95
+    assert four.perplexity(stream[:64]) < tri.perplexity(stream[:64])
+    with pytest.raises(ValueError, match="order must be an integer >= 1"):
+        KneserNeyLM(stream, 8, order=0)
+
+
 # --- corpus ---------------------------------------------------------------------------------------------
 
 def test_python_docs_corpus_split_is_by_document_and_stable() -> None:
@@ -220,6 +269,24 @@ def test_python_docs_corpus_split_is_by_document_and_stable() -> None:
     assert all(is_validation_document(n) for n in corpus.valid_names)
     assert 3 <= len(corpus.valid) <= 0.2 * len(corpus.train)
     assert "statement" in " ".join(corpus.train)
+    # the manual's topics quote one another: no validation paragraph may occur in a training topic
+    seen = {p.strip() for text in corpus.train for p in text.split("\n\n")}
+    assert not [p for text in corpus.valid for p in text.split("\n\n") if p.strip() in seen]
+    assert corpus.removed_chars > 0 and "seen in training removed" in repr(corpus)
+
+
+def test_validation_paragraphs_quoted_from_training_are_removed() -> None:
+    names = [f"doc {i}" for i in range(40)]
+    held_out = next(n for n in names if is_validation_document(n))
+    texts = [f"Own words of {n}.\n\nA paragraph that every document quotes." for n in names]
+    corpus = split_documents(names, texts, "test documents")
+    assert held_out in corpus.valid_names
+    for text in corpus.valid:  # the shared paragraph went, the document's own stayed
+        assert "every document quotes" not in text and text.startswith("Own words of")
+    assert corpus.removed_chars == len(corpus.valid) * len("\n\nA paragraph that every document quotes.")
+    copied = [texts[0]] * 40  # every validation document wholly copied: nothing left to validate on
+    with pytest.raises(ValueError, match="validation documents"):
+        split_documents(names, copied, "test documents")
 
 
 def test_byte_bpe_round_trips_any_text_and_is_deterministic() -> None:
@@ -242,6 +309,12 @@ def test_windows_and_text_file_loader(tmp_path) -> None:
     path.write_text("\n\n".join(f"Paragraph {i}. " + "words " * 100 for i in range(40)), encoding="utf-8")
     corpus = load_text_file(path, min_chars=600)
     assert isinstance(corpus, TextCorpus) and corpus.train and corpus.valid
+    boilerplate = "Copyright the author. All rights reserved."
+    path.write_text("\n\n".join(f"Paragraph {i}. " + "words " * 100 + "\n\n" + boilerplate for i in range(40)),
+                    encoding="utf-8")
+    corpus = load_text_file(path, min_chars=600)
+    assert corpus.valid and not any(boilerplate in text for text in corpus.valid)
+    assert any(boilerplate in text for text in corpus.train)
     with pytest.raises(ValueError, match="too few"):
         (tmp_path / "short.txt").write_text("tiny", encoding="utf-8")
         load_text_file(tmp_path / "short.txt")
