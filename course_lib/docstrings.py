@@ -129,7 +129,9 @@ def docstring_task(docstrings: Sequence[Docstring], classes: Sequence[str] = TAS
 
     A docstring is held out for validation when :func:`~course_lib.corpus.is_validation_document` of its
     key is true (one in ``every``, by a CRC-32); held-out docstrings of other packages are pre-trained on,
-    those of the task's packages are not.
+    those of the task's packages are not. A held-out docstring whose text also occurs in the pre-training
+    text (the labelled training docstrings included) is dropped: the library repeats some docstrings word
+    for word, and a copy would test memory, not the task.
     """
     classes = tuple(classes)
     if len(set(classes)) < 2:
@@ -144,6 +146,11 @@ def docstring_task(docstrings: Sequence[Docstring], classes: Sequence[str] = TAS
             texts, labels = (valid_texts, valid_labels) if held_out else (train_texts, train_labels)
             texts.append(doc.text)
             labels.append(label[doc.package])
+    # A docstring copied word for word (an overridden method's, an alias's) would be scored on a text the
+    # classifier was trained on: held-out docstrings whose text also occurs outside the held-out set go.
+    seen = {text.strip() for text in pretrain}
+    kept = [i for i, text in enumerate(valid_texts) if text.strip() not in seen]
+    valid_texts, valid_labels = [valid_texts[i] for i in kept], [valid_labels[i] for i in kept]
     missing = [c for c in classes if c not in {classes[i] for i in train_labels}]
     if missing or not valid_texts:
         raise ValueError(f"docstring_task: no training docstrings for {missing} or no validation docstrings")
