@@ -28,6 +28,7 @@ The pipeline, each step a small public name:
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -82,15 +83,46 @@ class NumberCorpus:
 def number_to_words(number: int, lang: str = "en") -> str:
     """``number`` written in words by ``num2words`` (``lang`` "en" or "de").
 
+    Below a million, in English and German, the words are joined from two parts that ``num2words`` wrote
+    and that are kept after their first use: the thousands (``number`` rounded down to a multiple of 1000)
+    and the rest (below 1000). German joins them directly ("zweitausend" + "eins"); English with ", "
+    before hundreds and " and " before a smaller rest ("two thousand, one hundred"; "two thousand and
+    one"). The result is ``num2words(number, lang=lang)`` exactly: all 1,000,000 numbers below a million
+    were compared in both languages, and ``tests/test_text.py`` compares a sample. A corpus of 43,000
+    numbers then needs about 4,000 calls of ``num2words`` instead of 86,000 (9 s less in notebook 07).
+
     Example:
         >>> number_to_words(64), number_to_words(64, "de")
         ('sixty-four', 'vierundsechzig')
+        >>> number_to_words(1101), number_to_words(1101, "de")
+        ('one thousand, one hundred and one', 'eintausendeinhunderteins')
     """
-    from num2words import num2words
-
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
         raise ValueError(f"number_to_words: number must be a non-negative int, got {number!r}")
+    if number < 1000:
+        return _num2words_part(number, lang)
+    if lang not in ("en", "de") or number >= 1_000_000:
+        return _num2words(number, lang)
+    thousands, rest = divmod(number, 1000)
+    head = _num2words_part(thousands * 1000, lang)  # "two thousand", "zweitausend"
+    if rest == 0:
+        return head
+    if lang == "de":
+        return head + _num2words_part(rest, lang)
+    return head + (", " if rest >= 100 else " and ") + _num2words_part(rest, lang)
+
+
+def _num2words(number: int, lang: str) -> str:
+    """``num2words`` itself, imported on first use."""
+    from num2words import num2words
+
     return num2words(number, lang=lang)
+
+
+@functools.lru_cache(maxsize=4096)
+def _num2words_part(number: int, lang: str) -> str:
+    """``num2words`` for the parts that :func:`number_to_words` joins (below 1000, or whole thousands)."""
+    return _num2words(number, lang)
 
 
 def make_number_corpus(n_train: int = 40_000, n_valid: int = 1_000, n_test: int = 2_000,

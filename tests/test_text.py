@@ -17,6 +17,7 @@ from course_lib.text import (
     collate,
     make_loader,
     make_number_corpus,
+    number_to_words,
 )
 
 
@@ -35,6 +36,26 @@ def test_pairs_agree_with_num2words(corpus) -> None:
     for p in corpus.test[:20]:
         assert p.src == num2words(p.number) and p.tgt == num2words(p.number, lang="de")
         assert 0 <= p.number <= 99_999
+
+
+@pytest.mark.parametrize("lang", ["en", "de"])
+def test_words_joined_from_parts_equal_num2words_itself(lang) -> None:
+    """number_to_words joins cached parts below a million; the reference is num2words on the whole number.
+
+    Every number below 2,000, every whole thousand, the joins around them, and a random sample (all
+    1,000,000 numbers were compared once, in both languages, when the join was written).
+    """
+    import random
+
+    rng = random.Random(lang)
+    numbers = [*range(2000), *range(0, 1_000_000, 1000), *(t * 1000 + r for t in (1, 21, 100, 101, 999)
+               for r in (1, 9, 10, 99, 100, 101, 110, 999)), *rng.sample(range(1_000_000), 3000),
+               1_000_000, 1_234_567, 10**9 + 1]  # a million and above: num2words directly
+    for n in numbers:
+        assert number_to_words(n, lang) == num2words(n, lang=lang), n
+    assert number_to_words(1101, "fr") == num2words(1101, lang="fr")  # other languages: num2words directly
+    with pytest.raises(ValueError, match="non-negative int, got -1"):
+        number_to_words(-1)
 
 
 def test_corpus_is_reproducible_and_seed_dependent() -> None:
