@@ -17,7 +17,9 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,6 +39,7 @@ __all__ = [
     "classifier_optimizer",
     "warmup_cosine_schedule",
     "train_classifier",
+    "fit_classifier",
 ]
 
 
@@ -282,3 +285,21 @@ def train_classifier(model: nn.Module, split: DigitsSplit, steps: int, batch_siz
                                  f"{history.steps}; try a smaller lr (now {lr})") from error
     history.epochs = steps * batch_size / len(split.train_y)
     return history
+
+
+def fit_classifier(model: nn.Module, split: DigitsSplit, steps: int,
+                   options: Mapping[str, Any] | None = None) -> tuple[nn.Module, TrainHistory]:
+    """:func:`train_classifier` (``options`` are its keyword arguments) that also returns the trained model.
+
+    For :func:`course_lib.parallel.map_in_processes`: a model trained in another process is a copy, and
+    comes back only as a result. ``fit_classifier(model, split, steps, options)`` gives the same numbers in
+    any process as ``train_classifier(model, split, steps, **options)`` here (``tests/test_parallel.py``).
+
+    Example:
+        >>> model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
+        >>> trained, hist = fit_classifier(model, digits_split(), 5, {"progress": False})
+        >>> trained is model, len(hist.loss)
+        (True, 5)
+    """
+    history = train_classifier(model, split, steps, **dict(options or {}))
+    return model, history

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .corpus import random_windows, sequential_windows
+from .parallel import progress_bar
 from .training import make_adamw
 
 __all__ = ["lm_loss", "LMHistory", "train_lm", "evaluate_perplexity"]
@@ -60,8 +61,6 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
     generator seeded with ``seed``. ``max_seconds`` stops early (for benchmarks with a time budget);
     ``eval_every`` > 0 records the validation perplexity on ``valid_stream`` along the way.
     """
-    from tqdm.auto import tqdm
-
     optimizer = make_adamw(model, lr, weight_decay, betas=(0.9, 0.95))
 
     def schedule(step: int) -> float:
@@ -76,8 +75,8 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
     device = next(model.parameters()).device
     model.train()
     start = time.perf_counter()
-    bar = tqdm(range(steps), desc="training", disable=not progress)
-    for step in bar:
+    bar = progress_bar(steps, desc="training", disable=not progress)
+    for step in range(steps):
         window = random_windows(stream, batch_size, seq_len, gen).to(device)  # (batch, seq_len + 1)
         logits = model(window[:, :-1])  # (batch, seq_len, vocab)
         # targets: the window shifted by one, so every input position is scored (lm_loss's shift, pre-applied)
@@ -93,6 +92,7 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
         history.tokens += window[:, 1:].numel()
         if step % 20 == 0:
             bar.set_postfix(loss=f"{history.losses[-1]:.3f}")
+        bar.update(1)
         if eval_every and valid_stream is not None and (step + 1) % eval_every == 0:
             history.valid.append((step + 1, evaluate_perplexity(model, valid_stream, seq_len)))
             model.train()

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .parallel import progress_bar
 from .validation import validated_by
 
 __all__ = [
@@ -316,14 +317,12 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
     """
     if steps < 0:
         raise ValueError(f"train: steps must be >= 0, got {steps}")
-    from tqdm.auto import tqdm
-
     history = history if history is not None else TrainHistory()
     world = _distributed_world()
     device_type = torch.device(device).type
     model.train()
     batches = iter(_forever(loader))
-    bar = tqdm(total=steps, desc=desc, disable=not progress, leave=leave)
+    bar = progress_bar(steps, desc=desc, disable=not progress, leave=leave)  # in a worker: to the caller's bar
     start = time.perf_counter()
     try:
         for _ in range(steps):

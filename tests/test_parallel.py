@@ -19,7 +19,9 @@ from course_lib.ablation import (
     score_model,
     train_variant,
 )
-from course_lib.parallel import default_workers, map_in_processes
+from course_lib.images import digits_split, fit_classifier
+from course_lib.parallel import default_workers, map_in_processes, progress_bar
+from course_lib.vit import VisionTransformer
 
 TINY_BASE = dict(d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.1, smoothing=0.1, positions="sinusoidal")
 TINY = RunSettings(NumberDataRecipe(n_train=300, n_valid=20, seed=0, bpe_vocab_size=60), base=TINY_BASE,
@@ -85,3 +87,68 @@ def test_runs_in_two_processes_equal_the_same_runs_here() -> None:
         for ca, cb in zip(a["checkpoints"], b["checkpoints"], strict=True):
             assert ca.keys() == cb.keys() and all(torch.equal(ca[k], cb[k]) for k in ca)
     assert here[0]["final"] != here[1]["final"]  # different variants and seeds: different runs
+
+
+class _RecordingBar:
+    """Stands in for tqdm in the caller: records the total it was given and the counts it receives."""
+
+    made: list[_RecordingBar] = []
+
+    def __init__(self, total: int | None = None, **kwargs: object) -> None:
+        self.total, self.n, self.disable = total, 0, kwargs.get("disable", False)
+        _RecordingBar.made.append(self)
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _tiny_vit(seed: int) -> VisionTransformer:
+    torch.manual_seed(seed)
+    return VisionTransformer(image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=16, num_heads=2,
+                             num_layers=1, d_ff=32)
+
+
+@pytest.mark.slow
+def test_classifiers_trained_in_processes_equal_those_trained_here_and_report_every_step(monkeypatch) -> None:
+    import tqdm.auto
+
+    split = digits_split()
+    options = {"batch_size": 32, "lr": 3e-3, "eval_every": 4, "seed": 5}
+    steps = [9, 5, 7]
+    seeds = (0, 1, 2)
+    tasks = [(_tiny_vit(seed), split, n, options | {"progress": False}) for seed, n in zip(seeds, steps, strict=True)]
+    here = map_in_processes(fit_classifier, tasks, workers=1, threads=1, progress=False)
+    monkeypatch.setattr(tqdm.auto, "tqdm", _RecordingBar)
+    _RecordingBar.made.clear()
+    fresh = [(_tiny_vit(seed), split, n, options) for seed, n in zip(seeds, steps, strict=True)]
+    there = map_in_processes(fit_classifier, fresh, workers=2, total_steps=sum(steps))
+    (bar,) = _RecordingBar.made  # the caller's one bar; the workers' bars forwarded to it
+    assert bar.total == sum(steps) and bar.n == sum(steps) and not bar.disable
+    for (model_here, hist_here), (model_there, hist_there), task in zip(here, there, tasks, strict=True):
+        assert model_here is task[0]  # trained in place here; a copy comes back from a worker
+        assert hist_there.loss == hist_here.loss and hist_there.val_acc == hist_here.val_acc
+        state = model_there.state_dict()
+        assert all(torch.equal(v, state[k]) for k, v in model_here.state_dict().items())
+    assert here[0][1].loss != here[1][1].loss  # different seeds: different runs
+
+
+def test_counting_steps_here_leaves_the_bars_to_the_runs(monkeypatch) -> None:
+    import tqdm.auto
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", _RecordingBar)
+    _RecordingBar.made.clear()
+    fit_inputs = [(_tiny_vit(0), digits_split(), 3, {"batch_size": 8})]
+    map_in_processes(fit_classifier, fit_inputs, workers=1, total_steps=3)
+    caller, run = _RecordingBar.made  # the caller's bar is hidden; the run's own bar counts its steps
+    assert caller.disable and not run.disable and run.n == 3
+    with pytest.raises(ValueError, match="total_steps must be >= 0, got -1"):
+        map_in_processes(pow, [(1, 1)], total_steps=-1)
+    bar = progress_bar(2, disable=True)  # outside a worker: a (here disabled) tqdm bar
+    bar.update(2)
+    bar.close()
