@@ -102,8 +102,12 @@ def main(argv: list[str] | None = None) -> int:
                      f"{statuses[name]} |")
     verdict = ("met" if total <= TARGET_SECONDS else "NOT met") if complete and not args.quick else \
         "not judged (not every notebook, or quick mode)"
+    passes = [sum(ts[r] for ts in times.values()) for r in range(args.repeats)]  # each whole course, in order
     lines += [
-        f"| **total** | **{total:.1f}** ({total / 60:.1f} min) | | |",
+        f"| **total** | **{total:.1f}** ({total / 60:.1f} min) | {', '.join(f'{t:.1f}' for t in passes)} | |",
+        "",
+        "The total is the sum of the notebooks' medians; \"all runs\" on its line gives each pass through the "
+        "whole course, in the order they ran.",
         "",
         f"Target: all notebooks together <= {TARGET_SECONDS / 60:.0f} min on 2 cores: {verdict}.",
         "",
