@@ -149,6 +149,26 @@ def test_counting_steps_here_leaves_the_bars_to_the_runs(monkeypatch) -> None:
     assert caller.disable and not run.disable and run.n == 3
     with pytest.raises(ValueError, match="total_steps must be >= 0, got -1"):
         map_in_processes(pow, [(1, 1)], total_steps=-1)
-    bar = progress_bar(2, disable=True)  # outside a worker: a (here disabled) tqdm bar
-    bar.update(2)
+
+
+def test_a_bar_in_a_worker_forwards_every_step_and_one_outside_is_tqdm(monkeypatch) -> None:
+    import queue
+
+    import tqdm.auto
+
+    import course_lib.parallel as parallel
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", _RecordingBar)
+    assert isinstance(progress_bar(4), _RecordingBar)  # outside a worker: the usual bar
+    reports: queue.Queue = queue.Queue()
+    monkeypatch.setattr(parallel, "_reports", reports)  # as _start_worker sets it in a worker
+    monkeypatch.setattr(parallel, "_REPORT_EVERY", 3600.0)  # nothing sent before close: counts add up
+    bar = progress_bar(10, desc="run")
+    assert not isinstance(bar, _RecordingBar)
+    for _ in range(7):
+        bar.update()
+        bar.set_postfix(loss="1.0")
+    assert reports.empty()
     bar.close()
+    assert reports.get_nowait() == 7 and reports.empty()
+    assert isinstance(progress_bar(3, disable=True), _RecordingBar)  # a disabled bar never reports
