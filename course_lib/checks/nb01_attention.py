@@ -193,6 +193,11 @@ def _loop_over_queries(query, key, value, mask=None, dropout_p=0.0):
     return torch.stack(outs, dim=-2), torch.stack(rows, dim=-2)
 
 
+#: Parts of the names of PyTorch's attention operators (``aten::scaled_dot_product_attention``, its math, flash
+#: and fused variants, ``aten::_safe_softmax`` that only they use, ``aten::_native_multi_head_attention``).
+ATTENTION_KERNELS = ("scaled_dot_product", "_safe_softmax", "multi_head_attention", "_fused_sdp")
+
+
 SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     name="scaled_dot_product_attention",
     notebook=NOTEBOOK,
@@ -200,6 +205,7 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     # PyTorch's one-call attention is the exercise's answer: switched off while the learner's code runs.
     forbidden_calls=("torch.nn.functional.scaled_dot_product_attention",),
+    forbidden_ops=ATTENTION_KERNELS,  # PyTorch's attention, whatever name reaches it
     reference=scaled_dot_product_attention,
     summary="softmax(Q K^T / sqrt(d_k)) V with an optional boolean mask (True = may attend), "
             "returning (output, weights)",

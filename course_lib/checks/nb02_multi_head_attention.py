@@ -451,6 +451,7 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     # PyTorch's module is the exercise's answer (notebook 02 compares with it): wrapping it is not writing it.
     forbidden_calls=("torch.nn.MultiheadAttention.forward", "torch.nn.functional.multi_head_attention_forward",
                      "torch._native_multi_head_attention"),
+    forbidden_ops=("multi_head_attention",),  # aten::_native_multi_head_attention, whatever name reaches it
     summary="MultiHeadAttention.forward: project, split into heads, attend, merge, project with W^O",
     **public_and_hidden(_mha_cases),
     mistakes=[

@@ -120,6 +120,11 @@ class Exercise:
             in the exercise that writes a softmax): while the learner's code runs they are replaced by a
             tripwire that raises :class:`ForbiddenCallError` (see :func:`forbid_calls`); the grading command
             does the same in its kernel.
+        forbidden_ops: parts of PyTorch operator names (``"softmax"`` matches ``aten::_softmax`` and
+            ``aten::_log_softmax``) that the learner's code must not run: judged from what ran, whatever
+            name reached it (:mod:`course_lib.exercises.tracing`); ``forbidden_calls`` are spotted the same way.
+        train_mode: for a module with dropout, the output in training mode (seeded) must equal the
+            reference's too, so that dropout sits where the exercise says (eval mode alone cannot tell).
         seed: for an exercise whose answer is random (BERT's masking draws which tokens to hide): PyTorch's
             global random generator is seeded with this before each call (and restored afterwards), so that
             a check gives the same verdict every time. Such an exercise also needs ``compare``.
@@ -144,6 +149,8 @@ class Exercise:
     grad: bool = False
     differentiable: bool = False
     forbidden_calls: Sequence[str] = ()
+    forbidden_ops: Sequence[str] = ()
+    train_mode: bool = False
     seed: int | None = None
     compare: Callable[[Case, Any, Any], list[str]] | None = None
     declared_in: str = field(default="", repr=False)
@@ -197,19 +204,6 @@ def validate_plain(value: Any, where: str) -> None:
     )
 
 
-def _clone(value: Any) -> Any:
-    """A deep copy of plain data, so that an implementation that writes into its input harms no one."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_clone(v) for v in value)
-    if isinstance(value, list):
-        return [_clone(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _clone(v) for k, v in value.items()}
-    return value
-
-
 class InputModifiedError(Exception):
     """The implementation wrote into one of its inputs (``x -= m``, ``t[t == eos] = pad``...).
 
@@ -246,8 +240,8 @@ def forbid_calls(names: Sequence[str], impl: Any = None) -> Iterator[None]:
 
     The tripwire raises :class:`ForbiddenCallError` naming the function. Names the learner's function
     bound to the same objects in its own module (``from torch.nn.functional import softmax``) are replaced
-    too. Everything is restored on exit. This is feedback, not a defence: the learner's code could reach
-    the original in other ways, and the exercise's hint says what is asked.
+    too. Everything is restored on exit. This is an early, friendly message, not a defence: the verdict on
+    shortcuts comes from what ran (:mod:`course_lib.exercises.tracing`), whatever name reached it.
     """
     if not names:
         yield
@@ -294,151 +288,45 @@ class _Tripwire:
                                  f"yourself from smaller operations")
 
 
-def _floating_tensors(value: Any) -> list[torch.Tensor]:
-    """Every floating-point tensor in a plain value (tensors, lists, tuples, dicts), in order."""
-    if isinstance(value, torch.Tensor):
-        return [value] if value.is_floating_point() else []
-    if isinstance(value, (list, tuple)):
-        items = tuple.__iter__(value) if isinstance(value, tuple) else list.__iter__(value)
-        return [t for item in items for t in _floating_tensors(item)]
-    if isinstance(value, Mapping):
-        return [t for item in value.values() for t in _floating_tensors(item)]
-    return []
-
-
-def _reaches(tensor: torch.Tensor, sources: list[torch.Tensor]) -> bool:
-    """Whether ``tensor``'s autograd graph leads back to one of ``sources`` (inputs or a module's weights)."""
-    nodes = {id(s.grad_fn) for s in sources if s.grad_fn is not None}
-    leaves = {id(s) for s in sources if s.grad_fn is None}
-    stack, seen = [tensor.grad_fn], set()
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if id(node) in nodes or id(getattr(node, "variable", None)) in leaves:
-            return True
-        stack.extend(n for n, _ in node.next_functions)
-    return id(tensor) in leaves
-
-
-def _backpropagate(out: Any, sources: list[torch.Tensor] | None = None) -> None:
-    """Raise :class:`NotDifferentiableError` unless gradients flow back from every floating output (to the
-    inputs or the module's weights, when ``sources`` names them: NumPy then ``.requires_grad_()`` does not)."""
-    outputs = _floating_tensors(out)
-    for i, t in enumerate(outputs):
-        if bool(torch.count_nonzero(t.detach())) and not (t.requires_grad and (not sources or _reaches(t, sources))):
-            raise NotDifferentiableError(
-                f"output {i} is not connected to the inputs' gradients (it was computed off the autograd graph): "
-                f"the result is right but a model trained through it would not learn")
-    connected = [t for t in outputs if t.requires_grad]
-    if not connected:
-        return
-    gen = torch.Generator().manual_seed(0)
-    total = sum((t * torch.rand(t.shape, generator=gen, dtype=t.dtype).to(t.device)).nan_to_num().sum()
-                for t in connected)
-    try:
-        total.backward()  # type: ignore[union-attr]
-    except RuntimeError as err:
-        raise NotDifferentiableError(f"backpropagating through your output failed: {err}") from None
-
-
-def _same(before: Any, after: Any) -> bool:
-    """Whether two plain values (as :func:`_clone` copies them) hold the same data; NaN equals NaN."""
-    if isinstance(before, torch.Tensor):
-        return (isinstance(after, torch.Tensor) and before.shape == after.shape and before.dtype == after.dtype
-                and bool(torch.equal(before, after) or (before.is_floating_point() and torch.allclose(
-                    before, after.detach(), rtol=0.0, atol=0.0, equal_nan=True))))
-    if isinstance(before, (list, tuple)):
-        return isinstance(after, (list, tuple)) and len(before) == len(after) and all(
-            _same(b, a) for b, a in zip(before, after, strict=True))
-    if isinstance(before, Mapping):
-        return isinstance(after, Mapping) and before.keys() == after.keys() and all(
-            _same(before[k], after[k]) for k in before)
-    return True  # numbers, strings, None: immutable
-
-
-def _argument_names(impl: Callable[..., Any], n_args: int) -> list[str]:
-    """Parameter names for the first ``n_args`` positional arguments (of ``forward`` for a class)."""
-    target = getattr(impl, "forward", impl) if inspect.isclass(impl) else impl
-    try:
-        names = [p.name for p in inspect.signature(target).parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"]
-    except (TypeError, ValueError):
-        names = []
-    return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(n_args)]
-
-
-def _require_grad(value: Any) -> Any:
-    """The value with each floating-point tensor replaced by one that requires gradients.
-
-    The replacement is a non-leaf (a clone of a leaf that requires grad), as an activation inside a model
-    is: in-place writes into it stay possible, so that they are reported as :class:`InputModifiedError`.
-    """
-    if isinstance(value, torch.Tensor):
-        return value.detach().requires_grad_(True).clone() if value.is_floating_point() else value
-    if isinstance(value, tuple):
-        return tuple(_require_grad(v) for v in value)
-    if isinstance(value, list):
-        return [_require_grad(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _require_grad(v) for k, v in value.items()}
-    return value
-
-
 def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, differentiable: bool = False,
              forbidden: Sequence[str] = (), seed: int | None = None) -> Any:
-    """Call ``impl`` on ``case``: construct it first (and load ``case.state``) when it is a class.
+    """Call ``impl`` on ``case`` and return its output; raise on the problems a single call shows.
 
-    Inputs are copied for every call, and compared with a second copy afterwards: an implementation that
-    changed an input raises :class:`InputModifiedError`. Modules are put in eval mode (dropout off) before
-    the call. With ``differentiable`` the floating-point inputs require grad and the output is
-    backpropagated (a random weighting of its floating tensors); a graph that is cut or broken raises
-    :class:`NotDifferentiableError`. The functions named in ``forbidden`` raise :class:`ForbiddenCallError`
-    while ``impl`` runs (see :func:`forbid_calls`). With ``seed``, PyTorch's global random generator is
-    seeded with it for the call and restored afterwards (a random exercise's draws are the same every time).
+    A class is constructed first (``case.init``), given ``case.state``'s weights and put in eval mode.
+    Inputs are copied for the call: one that the implementation changed raises
+    :class:`InputModifiedError`. With ``differentiable``, a floating output that carries no gradient back to
+    the inputs (or the module's weights) raises :class:`NotDifferentiableError`. The functions named in
+    ``forbidden`` raise :class:`ForbiddenCallError` while it runs (:func:`forbid_calls`). With ``seed``,
+    PyTorch's global generator is seeded for the call and restored afterwards. The checks and the grader
+    judge more than this, from :func:`course_lib.exercises.observation.observe`'s record of the call.
     """
-    if seed is None:
-        return _run_case(impl, case, grad, differentiable, forbidden)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return _run_case(impl, case, grad, differentiable, forbidden)
+    from .feedback import to_plain
+    from .observation import observe, same_plain
 
-
-def _run_case(impl: Callable[..., Any], case: Case, grad: bool, differentiable: bool,
-              forbidden: Sequence[str]) -> Any:
-    args, kwargs = _clone(tuple(case.args)), _clone(dict(case.kwargs))
-    pristine_args, pristine_kwargs = _clone(args), _clone(kwargs)
-    with torch.set_grad_enabled(grad or differentiable), forbid_calls(forbidden, impl):
-        if differentiable:
-            args, kwargs = _require_grad(args), _require_grad(kwargs)
-        if inspect.isclass(impl):
-            obj = impl(**_clone(dict(case.init or {})))
-            if case.state is not None:
-                if not isinstance(obj, torch.nn.Module):
-                    raise TypeError(f"{impl.__name__} must be a torch.nn.Module to load weights")
-                obj.load_state_dict(_clone(dict(case.state)))
-            if isinstance(obj, torch.nn.Module):
-                obj.eval()
-            out = obj(*args, **kwargs)
-        else:
-            if case.init is not None or case.state is not None:
-                raise TypeError(f"case {case.label!r} constructs a class, but got a function {impl!r}")
-            out = impl(*args, **kwargs)
-    names = _argument_names(impl, len(args))
-    changed = [names[i] for i, (b, a) in enumerate(zip(pristine_args, args, strict=True)) if not _same(b, a)]
-    changed += [k for k in pristine_kwargs if not _same(pristine_kwargs[k], kwargs.get(k))]
+    with forbid_calls(forbidden, impl):
+        obs = observe(impl, case, grad=grad, differentiable=differentiable, seed=seed)
+    before = to_plain([*case.args, *[case.kwargs[k] for k in sorted(case.kwargs)]])
+    after = to_plain(list(obs.inputs_after))
+    names = [*_argument_names(impl, len(case.args)), *sorted(case.kwargs)]
+    changed = [names[i] for i, (b, a) in enumerate(zip(before, after, strict=True)) if not same_plain(b, a)]
     if changed:
         raise InputModifiedError(
             f"your code changed its input {', '.join(repr(n) for n in changed)} in place; the caller's tensor "
             f"must stay as it was (compute a new tensor: x = x - m, not x -= m; clone() before assigning "
             f"into a copy)")
-    if differentiable:
-        sources = _floating_tensors((args, kwargs)) + (list(obj.parameters()) if isinstance(impl, type) and isinstance(
-            obj, torch.nn.Module) else [])
-        with torch.enable_grad():
-            _backpropagate(out, [t for t in sources if t.requires_grad])
-    return out
+    if differentiable and (obs.gradient_error or not all(obs.connected) or (
+            obs.grads is not None and obs.grads and all(g is None for g in obs.grads)
+            and not any(g is not None for g in (obs.param_grads or {}).values()))):
+        raise NotDifferentiableError(obs.gradient_error or (
+            "an output is not connected to the inputs' gradients (it was computed off the autograd graph): "
+            "the result is right but a model trained through it would not learn"))
+    return obs.output
+
+
+def _argument_names(impl: Callable[..., Any], n_args: int) -> list[str]:
+    from .observation import argument_names
+
+    return argument_names(impl, n_args)
 
 
 def register(exercise: Exercise) -> Exercise:

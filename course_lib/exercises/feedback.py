@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .core import Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise, run_case
+from .core import Case, Exercise, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
-           "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT"]
+           "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT", "WEIGHTS_HINT", "KIND_HINTS",
+           "diagnose_observation", "reference_observation", "inputs_as_plain"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
 NOT_DEFINED = "not defined"
@@ -31,6 +32,8 @@ NOT_DIFFERENTIABLE_HINT = (
     "stay in torch operations: .item(), .tolist(), .numpy(), float() and torch.tensor(...) cut the graph, "
     "and an in-place write into a tensor autograd still needs (w[mask] = 0 after a softmax) breaks backward; "
     "use torch.where or masked_fill, which return new tensors.")
+WEIGHTS_HINT = ("keep the layers the stub's __init__ creates, with the same names and sizes (self.w_q, ...): the "
+                "check gives your module the course's weights by name, so that equal code gives equal numbers.")
 FORBIDDEN_CALL_HINT = ("this exercise asks you to build the function from smaller operations: the library "
                        "function that does it all is switched off while the check runs.")
 _SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", NOT_DEFINED: "❓", ERROR: "💥", INVALID: "⚠️"}
@@ -92,6 +95,9 @@ def compare_outputs(expected: Any, got: Any, atol: float, rtol: float, where: st
         return [f"{where}: expected numbers, got dtype {got.dtype}"]
     if from_tensor and expected.dtype.kind in "iu" and got.dtype.kind not in "iu":
         return [f"{where}: expected an integer tensor (dtype {expected.dtype}), got dtype {got.dtype}"]
+    if from_tensor and expected.dtype.kind == "f" and got.dtype != expected.dtype:
+        return [f"{where}: expected dtype {expected.dtype}, got {got.dtype} (keep the precision of the inputs: "
+                f"a float64 result doubles memory and changes every later computation's dtype)"]
     e64, g64 = expected.astype(np.float64), got.astype(np.float64)
     if np.isnan(g64).any() and not np.isnan(e64).any():
         idx = tuple(int(i) for i in np.argwhere(np.isnan(g64))[0])
@@ -105,7 +111,8 @@ def compare_outputs(expected: Any, got: Any, atol: float, rtol: float, where: st
         return []
     if np.allclose(g64, e64, atol=atol, rtol=rtol, equal_nan=True):
         return []
-    err = np.abs(g64 - e64)
+    with np.errstate(invalid="ignore"):
+        err = np.where(g64 == e64, 0.0, np.abs(g64 - e64))  # equal infinities are no error
     err = np.where(np.isnan(err), np.inf, err)
     idx = np.unravel_index(int(np.argmax(err)), err.shape) if err.ndim else ()
     idx = tuple(int(i) for i in idx)
@@ -164,8 +171,46 @@ def _shape_hint(problem: str) -> str:
     return ""
 
 
+#: The hint for each kind of problem an observation shows (an output's own hint comes from the known mistakes).
+KIND_HINTS = {
+    "modified": "work on a copy: an in-place operation (-=, /=, x[...] = ..., .add_()) on an argument changes "
+                "the caller's tensor too.",
+    "gradient": NOT_DIFFERENTIABLE_HINT,
+    "gradient-values": "the output is right on this case but its gradients are not: the result depends on an "
+                       "input it should not (or not on one it should), which these inputs happen to hide. Check "
+                       "which argument feeds each step.",
+    "alias": "return a new tensor built by your operations (or x.clone()), not the argument itself.",
+    "train": "in evaluation mode your module is right; in training mode it is not, so dropout is missing or in "
+             "another place: apply it exactly where the exercise's text says.",
+    "forbidden": FORBIDDEN_CALL_HINT,
+    "record": "the check records which operations your code runs: an exercise's function must not switch that "
+              "record off or hand its work to another thread or process.",
+}
+
+
+def inputs_as_plain(case: Case) -> list[Any]:
+    """A case's inputs as plain data, positional then keyword (sorted), as observations record them after."""
+    return to_plain([*case.args, *[case.kwargs[k] for k in sorted(case.kwargs)]])
+
+
+def reference_observation(exercise: Exercise, case: Case) -> dict[str, Any]:
+    """The reference's plain observation on ``case``: what a learner's is judged against."""
+    from .observation import observe, plain_observation
+
+    return plain_observation(observe(exercise.reference, case, grad=exercise.grad,
+                                     differentiable=exercise.differentiable, seed=exercise.seed,
+                                     train_mode=exercise.train_mode))
+
+
 def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
-    """Run exercise ``name``'s public cases on ``impl`` and return the verdict without printing it."""
+    """Run exercise ``name``'s public cases on ``impl`` and return the verdict without printing it.
+
+    Each case is observed (:func:`course_lib.exercises.observation.observe`, what ran traced) and judged
+    against the reference's observation by :func:`~course_lib.exercises.observation.observation_problems`,
+    the grader's judge too: the check and the grader agree on every honest answer.
+    """
+    from .observation import WeightsMismatchError, observation_problems, observe, plain_observation
+
     exercise: Exercise = get_exercise(name)
     cases = exercise.cases("public", seed=seed)
     total = len(cases)
@@ -178,31 +223,30 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
                            f"not an instance), got {_describe(impl)}.", cases_total=total)
     for i, case in enumerate(cases):
         try:
-            got = to_plain(run_case(impl, case, grad=exercise.grad, differentiable=exercise.differentiable,
-                                    forbidden=exercise.forbidden_calls, seed=exercise.seed))
+            got = plain_observation(observe(impl, case, grad=exercise.grad, differentiable=exercise.differentiable,
+                                            seed=exercise.seed, train_mode=exercise.train_mode,
+                                            watch=exercise.forbidden_calls, trace=True))
         except NotImplementedError:
             return CheckResult(name, NOT_IMPLEMENTED,
                                "replace `raise NotImplementedError()` with your code, then run this cell again.",
                                cases_total=total)
-        except InputModifiedError as err:
-            return CheckResult(name, FAILED, str(err), case.label,
-                               "work on a copy: an in-place operation (-=, /=, x[...] = ..., .add_()) on an "
-                               "argument changes the caller's tensor too.", i, total)
-        except NotDifferentiableError as err:
-            return CheckResult(name, FAILED, str(err), case.label, NOT_DIFFERENTIABLE_HINT, i, total)
-        except ForbiddenCallError as err:
-            return CheckResult(name, FAILED, str(err), case.label, FORBIDDEN_CALL_HINT, i, total)
+        except WeightsMismatchError as err:
+            return CheckResult(name, FAILED, str(err), case.label, WEIGHTS_HINT, i, total)
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
             where = _user_frame(err)
             message = f"your code raised {type(err).__name__}: {err}" + (f"\n({where})" if where else "")
             return CheckResult(name, ERROR, message, case.label, cases_passed=i, cases_total=total)
-        expected = to_plain(run_case(exercise.reference, case, grad=exercise.grad, seed=exercise.seed))
-        problems = output_problems(exercise, case, expected, got)
+        problems = observation_problems(exercise, case, reference_observation(exercise, case), got,
+                                        inputs_as_plain(case))
         if problems:
-            hint = _diagnose(exercise, case, got) or _shape_hint(problems[0])
-            return CheckResult(name, FAILED, "\n".join(problems), case.label, hint, i, total)
+            first = problems[0]
+            hint = diagnose_observation(exercise, case, got, first.kind) or KIND_HINTS.get(first.kind, "")
+            if first.kind == "output":
+                hint = hint or _shape_hint(first.message)
+            return CheckResult(name, FAILED, "\n".join(p.message for p in problems if p.kind == first.kind),
+                               case.label, hint, i, total)
     return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
 
 
@@ -250,6 +294,32 @@ def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
 
 
 diagnose = _diagnose  # the grader's name for it (it judges outputs outside the notebook)
+
+#: Which part of an observation a kind of problem is about, to find the known mistake that shows the same.
+_ASPECT = {"gradient-values": "grads", "train": "train_output"}
+
+
+def diagnose_observation(exercise: Exercise, case: Case, got: dict[str, Any], kind: str) -> str:
+    """The hint of the first known mistake that goes wrong the same way as the learner's observation ``got``:
+    the same output (``kind`` "output"), the same gradients, or the same output in training mode."""
+    if kind == "output":
+        return _diagnose(exercise, case, got.get("output"))
+    aspect = _ASPECT.get(kind)
+    if aspect is None:
+        return ""
+    from .observation import observe, plain_observation
+
+    for mistake in exercise.mistakes:
+        try:
+            wrong = plain_observation(observe(mistake.impl, case, grad=exercise.grad,
+                                              differentiable=exercise.differentiable, seed=exercise.seed,
+                                              train_mode=exercise.train_mode))
+            if wrong.get(aspect) is not None and not compare_outputs(wrong[aspect], got.get(aspect), exercise.atol,
+                                                                     exercise.rtol):
+                return mistake.hint
+        except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
+            continue
+    return ""
 
 
 def _dtype_kinds(value: Any) -> list[str]:

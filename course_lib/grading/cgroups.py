@@ -28,15 +28,17 @@ def _group_dirs(name: str) -> dict[str, Path]:
         if {"pids", "memory"} <= set(controllers):
             return {"pids": _ROOT / name, "memory": _ROOT / name}
         return {}
-    found = {c: _ROOT / c / name for c in ("pids", "memory") if (_ROOT / c / "cgroup.procs").exists()}
-    return found if len(found) == 2 else {}
+    found = {c: _ROOT / c / name for c in ("pids", "memory", "cpu") if (_ROOT / c / "cgroup.procs").exists()}
+    return found if {"pids", "memory"} <= set(found) else {}
 
 
 class SandboxCgroup:
-    """One control group for one sandbox: at most ``max_pids`` tasks (threads count) and ``memory_mb``."""
+    """One control group for one sandbox: at most ``max_pids`` tasks (threads count) and ``memory_mb``, and
+    ``cpus`` CPUs' worth of time where cgroup v2 delegates the ``cpu`` controller (0: no CPU limit)."""
 
-    def __init__(self, max_pids: int, memory_mb: int) -> None:
+    def __init__(self, max_pids: int, memory_mb: int, cpus: float = 0.0) -> None:
         self.dirs: dict[str, Path] = {}
+        self.cpu_limited = False
         if os.geteuid() != 0:
             return
         dirs = _group_dirs(f"course-grade-{os.getpid()}-{secrets.token_hex(4)}")
@@ -49,6 +51,28 @@ class SandboxCgroup:
             self._write("memory", "memory.max" if self._v2 else "memory.limit_in_bytes", limit)
         except OSError:  # not allowed here after all: the rlimits remain the bound
             self.remove()
+            return
+        self.cpu_limited = cpus > 0 and self._limit_cpu(cpus)
+
+    def _limit_cpu(self, cpus: float) -> bool:
+        """A CPU share (``cpus`` CPUs' worth of time per 100 ms: cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``),
+        where the host lets the grader use the ``cpu`` controller; False where it does not (the scheduler's
+        fairness is then all there is)."""
+        period = 100_000
+        quota = max(1000, int(cpus * period))
+        try:
+            if self._v2:
+                if "cpu" not in (_ROOT / "cgroup.subtree_control").read_text().split():
+                    return False
+                self._write("pids", "cpu.max", f"{quota} {period}")
+                return True
+            if "cpu" not in self.dirs:
+                return False
+            self._write("cpu", "cpu.cfs_period_us", str(period))
+            self._write("cpu", "cpu.cfs_quota_us", str(quota))
+            return True
+        except OSError:
+            return False
 
     @property
     def _v2(self) -> bool:

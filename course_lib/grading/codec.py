@@ -40,11 +40,11 @@ class Unsupported:
     __hash__ = object.__hash__
 
 
-def encode_value(value: Any, arrays: dict[str, np.ndarray], strict: bool = True) -> Any:
+def encode_value(value: Any, arrays: dict[str, np.ndarray], strict: bool = True, dicts: bool = False) -> Any:
     """Plain data -> JSON-able structure, tensors and arrays moved into ``arrays`` (keys ``a0``, ``a1``...).
 
     With ``strict`` (the grader's cases) anything else raises ``TypeError``; without it (the kernel's outputs)
-    it is recorded as ``unsupported``.
+    it is recorded as ``unsupported``, and so is a dict unless ``dicts`` (the runner's own records).
     """
     if value is None or type(value) in (bool, str):
         return value
@@ -70,9 +70,9 @@ def encode_value(value: Any, arrays: dict[str, np.ndarray], strict: bool = True)
         return {"t": "ndarray", "key": key}
     if isinstance(value, (list, tuple)):  # subclasses too (a namedtuple), read as the base type reads them
         kind, items = ("tuple", tuple.__iter__(value)) if isinstance(value, tuple) else ("list", list.__iter__(value))
-        return {"t": kind, "items": [encode_value(v, arrays, strict) for v in items]}
-    if isinstance(value, Mapping) and strict:
-        return {"t": "dict", "items": {str(k): encode_value(v, arrays, strict) for k, v in value.items()}}
+        return {"t": kind, "items": [encode_value(v, arrays, strict, dicts) for v in items]}
+    if isinstance(value, Mapping) and (strict or dicts):
+        return {"t": "dict", "items": {str(k): encode_value(v, arrays, strict, dicts) for k, v in value.items()}}
     if strict:
         raise TypeError(f"cannot ship a {type(value).__name__} into the grading kernel")
     return {"t": "unsupported", "type": type(value).__qualname__[:80]}

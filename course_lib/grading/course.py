@@ -1,9 +1,10 @@
-"""The course's copy of a notebook: its exercises in order, their hidden cases and reference outputs.
+"""The course's copy of a notebook: its exercises in order, their hidden cases and reference observations.
 
 The grader trusts only this copy (the course's notebook, or an instructor's ``--source``): which cells are
 exercises, the stub each one starts from, the name it defines, the check cell after it, and the import
 lines of its other code cells (the sandbox's setup). The hidden cases are drawn here with the run's secret
-seed and the reference's outputs computed here, in the grader's process: they never enter a sandbox.
+seed and the reference's observations (outputs, gradients...) computed here, in the grader's process: the
+observations never enter a sandbox, and an exercise's hidden inputs only with the request that grades it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 
 import nbformat
 
-from course_lib.exercises import Exercise, get_exercise, run_case, to_plain
+from course_lib.exercises import Exercise, get_exercise
+from course_lib.exercises.feedback import inputs_as_plain, reference_observation
 from course_lib.exercises.notebooks import exercise_cells
 
 from . import codec
@@ -100,7 +102,8 @@ class ExerciseSpec:
     target: str
     check_targets: list[str]
     cases: list[Any] = field(default_factory=list)
-    expected: list[Any] = field(default_factory=list)
+    expected: list[Any] = field(default_factory=list)  # the reference's plain observation per hidden case
+    inputs: list[Any] = field(default_factory=list)  # each hidden case's inputs as plain data
     arrays: dict[str, Any] = field(default_factory=dict)
     described: list[dict[str, Any]] = field(default_factory=list)
     check: str = ""  # the course's check cell (``softmax_fn = check(...)``), run in the sandbox after the exercise
@@ -134,8 +137,8 @@ class CourseCopy:
             spec = ExerciseSpec(exercise, index, cell.source, target, check_targets,
                                 check=follower.source if check_targets else "")
             spec.cases = exercise.cases("hidden", seed=seed)
-            spec.expected = [to_plain(run_case(exercise.reference, c, grad=exercise.grad, seed=exercise.seed))
-                             for c in spec.cases]
+            spec.expected = [reference_observation(exercise, c) for c in spec.cases]
+            spec.inputs = [inputs_as_plain(c) for c in spec.cases]
             spec.arrays, spec.described = codec.encode_cases(spec.cases)
             self.specs.append(spec)
         skip = {s.index for s in self.specs} | {s.index + 1 for s in self.specs}

@@ -1,9 +1,11 @@
 """Deciding an exercise's status from what its sandbox sent, in the grader's process.
 
-The sandbox's header and arrays are untrusted: the arrays are loaded with the limits of
-:mod:`course_lib.grading.results`, decoded as NumPy (never pickles), and compared with the reference's
-outputs computed by the grader (:func:`course_lib.exercises.compare_outputs`, or the exercise's own
-``compare`` for a random answer). Points are all or nothing.
+The sandbox's answer is untrusted data: its arrays are loaded with the limits of
+:mod:`course_lib.grading.results`, decoded as NumPy (never pickles), and each case's observation (the output,
+the inputs after the call, the gradients, what ran) is judged against the reference's observation computed
+by the grader, with the check's own judge (:func:`course_lib.exercises.observation.observation_problems`):
+the verdict on a write into an input, a cut graph, a wrong dtype, an alias or a forbidden operation is made
+here, never in the sandbox. Points are all or nothing.
 
 Example:
     >>> judge_cell_error({"ename": "NotImplementedError", "error": "NotImplementedError: ", "line": ""}, 1024)[0]
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from course_lib.exercises.feedback import NOT_DIFFERENTIABLE_HINT, diagnose, output_problems
+from course_lib.exercises.feedback import KIND_HINTS, WEIGHTS_HINT, diagnose_observation
+from course_lib.exercises.observation import Problem, observation_problems
 
 from .codec import decode_value
 from .course import ExerciseSpec
@@ -43,12 +46,8 @@ def judge_cell_error(error: Any, memory_mb: int) -> Verdict:
 
 def _case_error(label: str, entry: dict[str, Any], memory_mb: int) -> tuple[str, str, str, str]:
     error, line = _text(entry.get("error")), _text(entry.get("line"), 300)
-    if error.startswith("InputModifiedError: "):  # a wrong answer, as in the notebook's check
-        return ("fail", f"case {label!r}: {error.removeprefix('InputModifiedError: ')}",
-                "work on a copy: an in-place operation on an argument changes the caller's tensor too.", line)
-    if error.startswith("NotDifferentiableError: "):
-        message = f"case {label!r}: {error.removeprefix('NotDifferentiableError: ')}"
-        return "fail", message, NOT_DIFFERENTIABLE_HINT, line
+    if error.startswith("WeightsMismatchError: "):  # a wrong answer, as in the notebook's check
+        return "fail", f"case {label!r}: {error.removeprefix('WeightsMismatchError: ')}", WEIGHTS_HINT, line
     if error.startswith("ReferenceWithheld: "):
         return "error", f"case {label!r}: {error.removeprefix('ReferenceWithheld: ')}", "", line
     message = f"case {label!r}: your code raised {error}"
@@ -57,27 +56,35 @@ def _case_error(label: str, entry: dict[str, Any], memory_mb: int) -> tuple[str,
     return "error", message, "", line
 
 
-def _hint(spec: ExerciseSpec, case: Any, got: Any) -> str:
-    """The known mistake a wrong output equals, if any (never raises, whatever ``got`` is)."""
+def _hint(spec: ExerciseSpec, case: Any, got: dict[str, Any], kind: str) -> str:
+    """The known mistake the learner's observation shows, else the kind's own hint (never raises)."""
     try:
-        return diagnose(spec.exercise, case, got)
+        return diagnose_observation(spec.exercise, case, got, kind) or KIND_HINTS.get(kind, "")
     except Exception:  # noqa: BLE001
-        return ""
+        return KIND_HINTS.get(kind, "")
 
 
-def _outputs(header: dict[str, Any], blob: bytes) -> list[Any]:
+def _observations(header: dict[str, Any], blob: bytes) -> list[Any]:
+    """The cases' entries of an answer, each ``ok`` one with its plain observation under ``"observed"``."""
     cases = header.get("cases")
     if not isinstance(cases, list):
         raise UntrustedData("no list of cases")
     arrays = load_arrays(blob)
     for entry in cases:
         if isinstance(entry, dict) and entry.get("status") == "ok":
-            entry["output"] = decode_value(entry.get("output"), arrays, as_torch=False)
+            observed = decode_value(entry.get("observed"), arrays, as_torch=False)
+            observed = observed if isinstance(observed, dict) else {}
+            observed["output"] = decode_value(entry.get("output"), arrays, as_torch=False)
+            entry["observed"] = observed
     return cases
 
 
+#: Statuses of the kinds of problem an observation can show (every other kind is a wrong answer).
+_KIND_STATUS = {"forbidden": "forbidden", "record": "forbidden"}
+
+
 def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: int) -> Verdict:
-    """The verdict of one exercise from its sandbox's result frame."""
+    """The verdict of one exercise from its sandbox's answer (to the ``cell`` or the ``cases`` request)."""
     if "cell_error" in header:
         return judge_cell_error(header["cell_error"], memory_mb)
     if header.get("missing"):
@@ -86,11 +93,11 @@ def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: in
         why = "the exercise's name is bound to the course's reference, which the grader withholds"
         return "forbidden", why, "", 0, ""
     try:
-        cases = _outputs(header, blob)
+        cases = _observations(header, blob)
     except (UntrustedData, RecursionError, KeyError, TypeError, ValueError) as err:
         return "error", f"the sandbox's output broke the grader's limits ({_text(str(err), 200)})", "", 0, ""
     passed, first = 0, None
-    for i, (case, expected) in enumerate(zip(spec.cases, spec.expected, strict=False)):
+    for i, (case, expected, before) in enumerate(zip(spec.cases, spec.expected, spec.inputs, strict=False)):
         entry = cases[i] if i < len(cases) and isinstance(cases[i], dict) else {"status": "error", "error": "no output"}
         if entry.get("status") == "not-implemented":
             return "not-implemented", "the code still raises NotImplementedError", "", passed, ""
@@ -98,12 +105,15 @@ def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: in
             first = first or _case_error(case.label, entry, memory_mb)
             continue
         try:
-            problems = output_problems(spec.exercise, case, expected, entry.get("output"))
+            problems = observation_problems(spec.exercise, case, expected, entry["observed"], before)
         except Exception as err:  # noqa: BLE001 - whatever the sandbox sent, it is a wrong answer, not a crash
-            problems = [f"the output could not be compared ({type(err).__name__})"]
+            problems = [Problem("output", f"the output could not be compared ({type(err).__name__})")]
         if problems:
-            first = first or ("fail", f"case {case.label!r}: " + "; ".join(problems[:3]),
-                              _hint(spec, case, entry.get("output")), "")
+            kind = problems[0].kind
+            text = "; ".join(p.message for p in problems[:3])
+            status = _KIND_STATUS.get(kind, "fail")
+            found = (status, f"case {case.label!r}: {text}", _hint(spec, case, entry["observed"], kind), "")
+            first = found if first is None or (status == "forbidden" and first[0] != "forbidden") else first
         else:
             passed += 1
     if first is None and passed == len(spec.cases):

@@ -65,6 +65,7 @@ class GradeConfig:
     startup_timeout: float = 60.0
     sandbox: bool = True
     disk_mb: int = 64
+    cpu_share: float = 1.0  # CPUs per sandbox, where the host lets the grader set a CPU limit (cgroups)
 
     def resolved_seed(self) -> int:
         """The seed of the hidden cases: the one given, else a secret random one drawn once."""
@@ -74,7 +75,7 @@ class GradeConfig:
 
     def limits(self) -> Limits:
         return Limits(self.cell_timeout, self.total_timeout, self.memory_mb, self.startup_timeout, self.disk_mb,
-                      self.sandbox)
+                      self.sandbox, self.cpu_share)
 
 @dataclass
 class ExerciseResult:
@@ -112,6 +113,7 @@ class SubmissionReport:
     sandbox: bool = True
     versions: dict[str, str] = field(default_factory=dict)
     graded_at: str = ""
+    notes: list[str] = field(default_factory=list)  # what the sandbox sent beyond its answers (ignored)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -211,13 +213,14 @@ def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tu
     skip = {w[0] for w in chosen.values() if w is not None}
     for number, spec in enumerate(course.specs):
         where = chosen.get(number)
+        exercise = spec.exercise
         plan.exercises.append({
-            "name": spec.exercise.name, "target": spec.target, "key": reference_key(spec.exercise.reference),
+            "name": exercise.name, "target": spec.target, "key": reference_key(exercise.reference),
             "cell": where[1] if where else None, "cell_number": where[0] + 1 if where else 0,
             "helpers": helper_cells(cells, where[0], skip, known) if where else [], "check": spec.check,
-            "grad": spec.exercise.grad, "differentiable": spec.exercise.differentiable, "cases": spec.described,
-            "forbidden": list(spec.exercise.forbidden_calls), "seed": spec.exercise.seed})
-        plan.arrays.append(spec.arrays if where else None)
+            "grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
+            "watch": list(exercise.forbidden_calls), "seed": exercise.seed})
+        plan.cases.append((spec.arrays, spec.described) if where else None)
     return plan
 
 
@@ -253,7 +256,7 @@ def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, cours
     def verdict(number: int, header: dict[str, Any], blob: bytes) -> tuple:
         return judge(course.specs[number], header, blob, config.memory_mb)
 
-    outcomes, report.kernel_starts = execute(course.library, _plan(course, cells, chosen), config.limits(),
-                                             started + config.total_timeout, verdict)
+    outcomes, report.kernel_starts, report.notes = execute(course.library, _plan(course, cells, chosen),
+                                                           config.limits(), started + config.total_timeout, verdict)
     for number, outcome in outcomes.items():
         _record(report.exercises[number], outcome)

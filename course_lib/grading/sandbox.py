@@ -90,13 +90,14 @@ def _masks(roots: list[str]) -> list[str]:
     return []
 
 
-def command(lib: Path, job: Path, argv: list[str], disk_mb: int, channel: int) -> list[str]:
+def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int) -> list[str]:
     """The bwrap command line that runs the sandbox's runner (see the module docstring)."""
     roots = python_roots()
     env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "PYTHONPATH": LIB, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_DEVICE": "cpu",
-           "COURSE_THREADS": "1", "COURSE_GRADE_CHANNEL": str(channel)}
+           "COURSE_THREADS": "1", "COURSE_GRADE_CHANNEL": str(channel),
+           "COURSE_GRADE_REQUESTS": str(requests)}
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
             "--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox", "--clearenv", *_system_mounts()]
     # The private /tmp first: a Python installation that lives under /tmp (a CI job's virtual environment)
@@ -110,13 +111,13 @@ def command(lib: Path, job: Path, argv: list[str], disk_mb: int, channel: int) -
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
     for key, value in env.items():
         args += ["--setenv", key, value]
-    return args + ["--", sys.executable, "-P", "-s", f"{LIB}/course_lib/grading/sandbox_main.py", JOB, *argv]
+    return args + ["--", sys.executable, "-P", "-s", f"{LIB}/course_lib/grading/sandbox_main.py", JOB]
 
 
-def unsandboxed_command(lib: Path, job: Path, argv: list[str]) -> list[str]:
+def unsandboxed_command(lib: Path, job: Path, channel: int, requests: int) -> list[str]:
     """The runner as a plain process (``--unsafe-no-sandbox``): the same program, no isolation at all."""
-    return ["env", f"PYTHONPATH={lib}", sys.executable, "-P", "-s",
-            str(lib / "course_lib" / "grading" / "sandbox_main.py"), str(job), *argv]
+    return ["env", f"PYTHONPATH={lib}", f"COURSE_GRADE_CHANNEL={channel}", f"COURSE_GRADE_REQUESTS={requests}",
+            sys.executable, "-P", "-s", str(lib / "course_lib" / "grading" / "sandbox_main.py"), str(job)]
 
 
 @dataclass
@@ -132,7 +133,7 @@ class SandboxRun:
 
     EOF = object()
 
-    def __init__(self, build: callable, max_frame: int, max_total: int, work: Path) -> None:
+    def __init__(self, build: callable, max_frame: int, max_total: int, work: Path, keep: int | None = None) -> None:
         read_end, write_end = os.pipe()
         self.frames: queue.Queue = queue.Queue()
         self.problem = ""
@@ -142,7 +143,8 @@ class SandboxRun:
                "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8", "MPLBACKEND": "Agg"}
         debug = os.environ.get("COURSE_GRADE_DEBUG")
         try:
-            self.proc = subprocess.Popen(build(write_end), stdin=subprocess.DEVNULL, pass_fds=(write_end,),
+            passed = (write_end,) if keep is None else (write_end, keep)  # keep: the grader's request pipe
+            self.proc = subprocess.Popen(build(write_end), stdin=subprocess.DEVNULL, pass_fds=passed,
                                          stdout=None if debug else subprocess.DEVNULL,
                                          stderr=None if debug else subprocess.DEVNULL,
                                          cwd=str(work), env=env, start_new_session=True)

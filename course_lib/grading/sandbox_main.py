@@ -1,26 +1,29 @@
-"""The runner executed *inside* the sandbox: one submission's exercise cells, then the hidden cases.
+"""The runner executed *inside* the sandbox: it answers the grader's requests, one at a time, and decides nothing.
 
-Started by the grader as ``python -P sandbox_main.py JOB_DIR START REPLAY`` under bubblewrap (see
+Started by the grader as ``python -P sandbox_main.py JOB_DIR`` under bubblewrap (see
 :mod:`course_lib.grading.sandbox`), with ``PYTHONPATH`` on the grader's copy of ``course_lib`` in which the
-graded exercises' references are withheld. It imports nothing of the grader: only ``course_lib.grading.codec``
-and ``course_lib.exercises.core`` from that copy, and the computing libraries.
+graded exercises' answers are withheld. It imports nothing of the grader but ``course_lib.grading.codec``, and
+``course_lib.exercises.observation`` to record what a call did.
 
-It reads ``JOB_DIR/job.json`` (written by the grader, read-only here), sets its own resource limits before
-any learner code runs, and then, for each exercise in the course's order:
+It reads ``JOB_DIR/job.json`` (the setup lines, each exercise's cells and check cell, the limits: no hidden
+case is in it), sets its own resource limits before any learner code runs, starts an IPython shell (so that a
+cell runs as Jupyter runs it: ``display``, line and cell magics), says ``ready``, and then answers requests
+read from the grader's request pipe, in order:
 
-1. announces the exercise's cell on the grader's pipe (the grader times it), runs the learner's helper
-   cells and exercise cell in one namespace (as a notebook would), and hands the learner's function to the
-   withheld reference's stand-in (so that course code calling the reference uses the learner's own);
-2. announces the hidden cases, calls the learner's function or class on each (``run_case``), and sends the
-   outputs as plain arrays (an ``.npz`` in memory, never a pickle) with a small JSON status;
-3. runs the course's check cell with ``check`` bound to the identity (``softmax_fn = check(...)`` binds
-   the learner's own function, which later exercises may use).
+- ``cell``: run the exercise's helper cells and its cell; answer whether it ran and defines the name;
+- ``cases``: the hidden cases of that exercise arrive *with this request* (they were nowhere in the sandbox
+  before); observe the learner's function or class on each (the outputs, the inputs after the call, the
+  gradients for a fixed upstream gradient, what ran) and answer with the observations as plain arrays;
+- ``replay``: run an exercise's cells again in a fresh sandbox (no cases); ``check``: run the course's check
+  cell (``softmax_fn = check(...)``) with ``check`` giving back the learner's own implementation, or the
+  course's fallback when there is none;
+- ``exit``.
 
-Nothing here is trusted by the grader: the learner's code runs in this same process and may change
-anything in it. The grader only reads frames from its pipe with hard limits and compares the arrays
-with its own reference outputs, outside the sandbox.
+Every answer carries the request's id. The grader keeps exactly one answer per request, times each request
+with its own clock, and judges every observation in its own process: nothing sent from here is trusted, and
+learner code that replaces anything in this process changes no verdict but its own answer's data.
 
-Frames: 8 bytes big-endian length, then the payload: 4 bytes JSON length, the JSON, the ``.npz`` bytes.
+Frames (both ways): 8 bytes big-endian length, then 4 bytes JSON length, the JSON, the ``.npz`` bytes.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from collections.abc import Callable
 from typing import Any
 
 _MB = 1 << 20
-_CHANNEL = int(os.environ.get("COURSE_GRADE_CHANNEL", "3"))  # a pipe to the grader
+_CHANNEL = int(os.environ.get("COURSE_GRADE_CHANNEL", "3"))  # answers, to the grader
+_REQUESTS = int(os.environ.get("COURSE_GRADE_REQUESTS", "4"))  # requests, from the grader
+_WRITE, _READ = os.write, os.read  # captured before any learner code runs
 
 
 def apply_limits(limits: dict[str, int]) -> None:
@@ -62,16 +67,38 @@ def send(header: dict[str, Any], arrays: dict[str, Any] | None = None) -> None:
         np.savez(blob, **arrays)
     data = json.dumps(header, ensure_ascii=True).encode("ascii")
     payload = struct.pack(">I", len(data)) + data + blob.getvalue()
-    os.write(_CHANNEL, struct.pack(">Q", len(payload)))
-    view = memoryview(payload)
+    view = memoryview(struct.pack(">Q", len(payload)) + payload)
     while view:
-        view = view[os.write(_CHANNEL, view):]
+        view = view[_WRITE(_CHANNEL, view):]
+
+
+def _read_exact(n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        chunk = _READ(_REQUESTS, min(n - got, _MB))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def receive() -> tuple[dict[str, Any], bytes] | None:
+    """The grader's next request ``(header, npz bytes)``, or None when the grader closed the pipe."""
+    size = _read_exact(8)
+    if size is None:
+        return None
+    payload = _read_exact(struct.unpack(">Q", size)[0])
+    if payload is None:
+        return None
+    (length,) = struct.unpack(">I", payload[:4])
+    return json.loads(payload[4:4 + length]), payload[4 + length:]
 
 
 def error_line(err: BaseException) -> str:
-    """The innermost traceback line in a learner's cell (its file name is ``<cell N>``)."""
+    """The innermost traceback line in one of the learner's cells (IPython names them ``<ipython-input-...>``)."""
     for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        if frame.filename.startswith("<cell"):
+        if frame.filename.startswith(("<ipython-input", "<cell")):
             return f"line {frame.lineno}: {(frame.line or '').strip()}"[:300]
     return ""
 
@@ -85,30 +112,42 @@ def describe(err: BaseException) -> dict[str, str]:
     return {"error": f"{type(err).__name__}: {text}", "ename": type(err).__name__, "line": error_line(err)}
 
 
-def run_cell(source: str, namespace: dict[str, Any], label: str) -> BaseException | None:
-    """Execute one cell's source in the notebook's namespace; the exception it raised, if any."""
-    import linecache
+class Notebook:
+    """The learner's notebook as Jupyter would run it: an IPython shell and its namespace."""
 
-    filename = f"<cell {label}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # lines in tracebacks
-    try:
-        exec(compile(source, filename, "exec"), namespace)  # the sandbox exists to run this
-    except BaseException as err:  # noqa: BLE001 - SystemExit included: the learner's exit is data too
-        return err
-    return None
+    def __init__(self, setup: list[str]) -> None:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
 
+        config = Config()
+        config.HistoryManager.enabled = False  # no history thread, no database
+        config.InteractiveShell.colors = "NoColor"
+        self.shell = InteractiveShell.instance(config=config)
+        self.namespace: dict[str, Any] = self.shell.user_ns
+        for line in setup:
+            self.run(line)
+        self.namespace["check"] = identity_check(self.namespace)
 
-def run_helper(source: str, namespace: dict[str, Any], label: str) -> None:
-    """Run a learner's helper cell statement by statement, as far as each goes: one failing line (an
-    import of the checks, a plot) does not stop the definitions after it."""
-    import ast
+    def run(self, source: str) -> BaseException | None:
+        """Run one cell as IPython runs it; the exception it raised, if any (SyntaxError included)."""
+        try:
+            result = self.shell.run_cell(source, store_history=False, silent=False)
+        except BaseException as err:  # noqa: BLE001 - SystemExit and friends are the learner's data too
+            return err
+        return result.error_before_exec or result.error_in_exec
 
-    try:
-        statements = ast.parse(source).body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return
-    for k, statement in enumerate(statements):
-        run_cell(ast.unparse(statement), namespace, f"{label}.{k}")
+    def run_helper(self, source: str) -> None:
+        """A learner's helper cell statement by statement, as far as each goes: one failing line (an import
+        of the checks, a plot) does not stop the definitions after it."""
+        import ast
+
+        try:
+            statements = ast.parse(self.shell.transform_cell(source)).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            self.run(source)
+            return
+        for statement in statements:
+            self.run(ast.unparse(statement))
 
 
 def withheld(key: str | None) -> Any:
@@ -133,23 +172,39 @@ def provide(exercise: dict[str, Any], namespace: dict[str, Any]) -> None:
         submitted.provide(exercise.get("key") or "", impl)
 
 
-def run_cases(exercise: dict[str, Any], impl: Any, inputs: dict[str, Any]) -> tuple[dict[str, Any], dict]:
-    """Call ``impl`` on every hidden case; ``(status JSON, output arrays)``."""
-    from course_lib.exercises.core import Case, run_case
+def identity_check(namespace: dict[str, Any], target: str | None = None) -> Callable[..., Any]:
+    """The notebook's ``check`` in the sandbox: no verdict (the grader judges), the learner's own back.
+
+    ``check("name", impl)`` gives ``impl``; ``check("name")`` (the notebooks' form) gives what the exercise's
+    ``target`` name holds in the notebook's namespace, as the real check does."""
+    def check(name: str, impl: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return impl if impl is not None or target is None else namespace.get(target)
+
+    return check
+
+
+def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inputs: dict[str, Any]
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Observe ``impl`` on every hidden case; ``(JSON answer, arrays)``. No verdict: the facts only."""
+    from course_lib.exercises.core import Case
+    from course_lib.exercises.observation import observe, plain_observation
     from course_lib.grading.codec import decode_value, encode_value
 
     arrays: dict[str, Any] = {}
     entries = []
-    for described in exercise["cases"]:
-        entry: dict[str, Any] = {"label": str(described["label"])}
+    for item in described:
+        entry: dict[str, Any] = {"label": str(item["label"])[:200]}
         try:
-            case = Case(entry["label"], args=tuple(decode_value(described["args"], inputs, True)),
-                        kwargs=decode_value(described["kwargs"], inputs, True),
-                        init=decode_value(described["init"], inputs, True),
-                        state=decode_value(described["state"], inputs, True))
-            out = run_case(impl, case, grad=bool(exercise["grad"]), differentiable=bool(exercise["differentiable"]),
-                           forbidden=tuple(exercise.get("forbidden", ())), seed=exercise.get("seed"))
-            entry["output"] = encode_value(out, arrays, strict=False)
+            case = Case(entry["label"], args=tuple(decode_value(item["args"], inputs, True)),
+                        kwargs=decode_value(item["kwargs"], inputs, True),
+                        init=decode_value(item["init"], inputs, True),
+                        state=decode_value(item["state"], inputs, True))
+            plain = plain_observation(observe(
+                impl, case, grad=bool(exercise["grad"]), differentiable=bool(exercise["differentiable"]),
+                seed=exercise.get("seed"), train_mode=bool(exercise.get("train_mode")),
+                watch=tuple(exercise.get("watch", ())), trace=True))
+            entry["output"] = encode_value(plain.pop("output"), arrays, strict=False)
+            entry["observed"] = encode_value(plain, arrays, strict=False, dicts=True)
             entry["status"] = "ok"
         except BaseException as err:  # noqa: BLE001 - the learner's error is data for the grader
             entry.update(describe(err))
@@ -162,77 +217,75 @@ def run_cases(exercise: dict[str, Any], impl: Any, inputs: dict[str, Any]) -> tu
     return {"cases": entries}, arrays
 
 
-def grade_exercise(number: int, exercise: dict[str, Any], namespace: dict[str, Any], job_dir: str) -> None:
-    """Run one exercise's cells, then its hidden cases; send what happened."""
-    import numpy as np
+class Runner:
+    """Answers the grader's requests for one submission (see the module docstring)."""
 
-    send({"event": "cell", "exercise": number})
-    for k, helper in enumerate(exercise["helpers"]):
-        run_helper(helper, namespace, f"helper {number}.{k}")
-    err = run_cell(exercise["cell"], namespace, str(exercise["cell_number"]))
-    if err is not None:
-        send({"event": "result", "exercise": number, "cell_error": describe(err)})
-        return
-    impl = namespace.get(exercise["target"])
-    if impl is None:
-        send({"event": "result", "exercise": number, "missing": f"the cell does not define {exercise['target']}"})
-        return
-    if impl is withheld(exercise.get("key")):
-        send({"event": "result", "exercise": number, "withheld": True})
-        return
-    provide(exercise, namespace)
-    send({"event": "cases", "exercise": number})
-    with np.load(os.path.join(job_dir, exercise["inputs"]), allow_pickle=False) as data:
-        inputs = {k: data[k] for k in data.files}
-    status, arrays = run_cases(exercise, impl, inputs)
-    send({"event": "result", "exercise": number, **status}, arrays)
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.exercises: list[dict[str, Any]] = job["exercises"]
+        self.notebook = Notebook(job["setup"])
 
+    def cell(self, number: int) -> dict[str, Any]:
+        exercise, nb = self.exercises[number], self.notebook
+        for helper in exercise["helpers"]:
+            nb.run_helper(helper)
+        err = nb.run(exercise["cell"])
+        if err is not None:
+            return {"cell_error": describe(err)}
+        impl = nb.namespace.get(exercise["target"])
+        if impl is None:
+            return {"missing": f"the cell does not define {exercise['target']}"}
+        if impl is withheld(exercise.get("key")):
+            return {"withheld": True}
+        provide(exercise, nb.namespace)
+        return {"ran": True}
 
-def identity_check(namespace: dict[str, Any], target: str | None = None) -> Callable[..., Any]:
-    """The notebook's ``check`` in the sandbox: no verdict (the grader judges), the learner's own back.
+    def cases(self, number: int, request: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+        import numpy as np
 
-    ``check("name", impl)`` gives ``impl``; ``check("name")`` (the notebooks' form) gives what the exercise's
-    ``target`` name holds in the notebook's namespace, as the real check does."""
-    def check(name: str, impl: Any = None, *args: Any, **kwargs: Any) -> Any:
-        return impl if impl is not None or target is None else namespace.get(target)
+        with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+            inputs = {k: data[k] for k in data.files}
+        impl = self.notebook.namespace.get(self.exercises[number]["target"])
+        return observe_cases(self.exercises[number], impl, request.get("cases", []), inputs)
 
-    return check
+    def check(self, number: int) -> dict[str, Any]:
+        exercise, namespace = self.exercises[number], self.notebook.namespace
+        if exercise["target"] not in namespace and withheld(exercise.get("key")) is not None:
+            namespace[exercise["target"]] = withheld(exercise.get("key"))  # says why it cannot be used
+        namespace["check"] = identity_check(namespace, exercise["target"])
+        err = self.notebook.run(exercise["check"]) if exercise["check"] else None
+        return {"checked": err is None}
 
-
-def setup(job: dict[str, Any]) -> dict[str, Any]:
-    """The notebook's namespace: standard imports, the course copy's import lines, ``check`` as a no-op."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    for line in job["setup"]:
-        run_cell(line, namespace, "setup")
-    namespace["check"] = identity_check(namespace)
-    return namespace
+    def answer(self, request: dict[str, Any], blob: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        what, number = request.get("do"), int(request.get("exercise", -1))
+        if what == "cell":
+            return self.cell(number), None
+        if what == "replay":
+            self.cell(number)
+            return {"replayed": True}, None
+        if what == "cases":
+            return self.cases(number, request, blob)
+        if what == "check":
+            return self.check(number), None
+        return {"unknown": str(what)[:40]}, None
 
 
 def main(argv: list[str]) -> None:
-    """``sandbox_main.py JOB_DIR START REPLAY``: grade the exercises from START; REPLAY lists earlier ones
-    (comma-separated numbers) whose cells ran cleanly and are run again without their cases."""
-    job_dir, start = argv[0], int(argv[1])
-    replay = {int(n) for n in argv[2].split(",") if n}
-    with open(os.path.join(job_dir, "job.json"), encoding="utf-8") as f:
+    """``sandbox_main.py JOB_DIR``: answer the grader's requests until it says exit or closes the pipe."""
+    with open(os.path.join(argv[0], "job.json"), encoding="utf-8") as f:
         job = json.load(f)
     apply_limits(job["limits"])
     import torch
 
     torch.set_num_threads(1)
-    namespace = setup(job)
-    for number, exercise in enumerate(job["exercises"]):
-        if number >= start and exercise["cell"] is not None:
-            grade_exercise(number, exercise, namespace, job_dir)
-        elif number in replay:
-            for k, helper in enumerate(exercise["helpers"]):
-                run_helper(helper, namespace, f"helper {number}.{k}")
-            if run_cell(exercise["cell"], namespace, str(exercise["cell_number"])) is None:
-                provide(exercise, namespace)
-        if exercise["target"] not in namespace and withheld(exercise.get("key")) is not None:
-            namespace[exercise["target"]] = withheld(exercise.get("key"))  # says why it cannot be used
-        namespace["check"] = identity_check(namespace, exercise["target"])
-        run_cell(exercise["check"], namespace, "check")
-    send({"event": "done"})
+    runner = Runner(job)
+    send({"event": "ready"})
+    while True:
+        received = receive()
+        if received is None or received[0].get("do") == "exit":
+            return
+        request, blob = received
+        answer, arrays = runner.answer(request, blob)
+        send({"id": request.get("id"), "exercise": request.get("exercise"), **answer}, arrays)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,237 @@
+"""What ran: the PyTorch operations and the watched functions one call executed, whatever name reached them.
+
+An exercise that asks a learner to write softmax or attention from smaller operations cannot be judged by
+names: PyTorch's kernel is reached as ``torch.softmax``, ``x.softmax``, ``torch._softmax``,
+``torch.ops.aten._softmax``, ``torch.log_softmax(x).exp()``, or through a reference captured before any
+tripwire was set. Whatever the route, the same *operation* executes. :func:`tracing` records, while a call
+runs:
+
+- ``ops``: every operator PyTorch's dispatcher ran (``aten::_softmax``, ``aten::scaled_dot_product_attention``,
+  composite ones included), from PyTorch's own profiler, which sees them whatever Python name reached them;
+- ``calls``: which *watched* functions ran (a Python function is recognised by its code object, a built-in by
+  its owner and name), so a pure-Python route such as ``F.multi_head_attention_forward`` is seen too;
+- ``tampering``: calls that would switch the record off (``sys.setprofile``, the profiler's own switches), and
+  ``threads``: Python threads other than the caller's alive during the call (the record follows one thread).
+
+The record is *data*: the grader receives it from its sandbox and decides there (``Trace.as_plain``), the
+in-notebook check decides on it in the learner's kernel. Code running in the same interpreter could still
+forge it with enough effort (writing memory through ``ctypes``); that is the limit stated in
+``docs/grading.md``, and such code is visible to anyone reading the submission.
+
+Example:
+    >>> import torch
+    >>> with tracing() as trace:
+    ...     _ = torch.log_softmax(torch.zeros(3), -1).exp()
+    >>> matching_ops(trace.ops, ("softmax",))
+    ['aten::_log_softmax', 'aten::log_softmax']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+import threading
+import types
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+__all__ = ["Trace", "tracing", "matching_ops", "watch_key", "resolve_watch"]
+
+# Captured once, at import: later changes to these modules' attributes do not change what is used here.
+_SETPROFILE = sys.setprofile
+_GETPROFILE = sys.getprofile
+_CURRENT_FRAMES = sys._current_frames
+_GET_IDENT = threading.get_ident
+
+#: Built-ins whose call switches the record off or hides work from it: their call is itself recorded.
+_TAMPER_NAMES = {
+    ("sys", "setprofile"), ("sys", "settrace"), ("threading", "setprofile"), ("threading", "settrace"),
+    ("threading", "setprofile_all_threads"), ("threading", "settrace_all_threads"),
+    ("torch._C._autograd", "_disable_profiler_legacy"), ("torch._C._autograd", "_disable_profiler"),
+    ("torch._C._autograd", "_enable_profiler_legacy"), ("torch._C._autograd", "_enable_profiler"),
+    ("torch._C._autograd", "_prepare_profiler"), ("torch._C", "_pop_torch_dispatch_stack"),
+    ("torch._C", "_set_dispatch_mode"), ("torch._C", "_unset_dispatch_mode"),
+}
+
+
+@dataclass
+class Trace:
+    """What one traced call ran (see the module docstring)."""
+
+    ops: set[str] = field(default_factory=set)
+    calls: set[str] = field(default_factory=set)
+    tampering: set[str] = field(default_factory=set)
+    threads: int = 0
+    complete: bool = False
+
+    def as_plain(self) -> dict[str, Any]:
+        """JSON-friendly data (sorted lists), what the sandbox sends to the grader."""
+        return {"ops": sorted(self.ops), "calls": sorted(self.calls), "tampering": sorted(self.tampering),
+                "threads": int(self.threads), "complete": bool(self.complete)}
+
+
+def watch_key(obj: Any) -> str | None:
+    """The key under which a call of ``obj`` is recorded: ``code:<file>:<line>:<name>`` for Python code,
+    ``builtin:<owner>.<name>`` for a built-in; None for anything else."""
+    obj = getattr(obj, "__func__", obj)
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return f"code:{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
+    if isinstance(obj, (types.BuiltinFunctionType, types.MethodDescriptorType)):
+        owner = getattr(obj, "__self__", None) if isinstance(obj, types.BuiltinFunctionType) else None
+        owner_name = getattr(owner, "__name__", None) if isinstance(owner, (type, types.ModuleType)) else None
+        if owner_name is None:
+            owner_name = getattr(getattr(obj, "__objclass__", None), "__name__", None) or (
+                type(owner).__name__ if owner is not None else getattr(obj, "__module__", "") or "")
+        return f"builtin:{owner_name}.{obj.__name__}"
+    return None
+
+
+def _builtin_key(func: Any) -> str:
+    """``watch_key`` of a built-in at the moment it is called (a bound method's owner is its type)."""
+    owner = getattr(func, "__self__", None)
+    if owner is None or isinstance(owner, types.ModuleType):
+        owner_name = getattr(owner, "__name__", None) or getattr(func, "__module__", "") or ""
+    elif isinstance(owner, type):
+        owner_name = owner.__name__
+    else:
+        owner_name = type(owner).__name__
+    return f"builtin:{owner_name}.{getattr(func, '__name__', '?')}"
+
+
+def resolve_watch(dotted: Sequence[str]) -> dict[str, str]:
+    """``{watch key: dotted name}`` for functions named like ``"torch.nn.functional.softmax"``.
+
+    Names that do not resolve (another PyTorch version) are skipped: the operations still are recorded.
+    """
+    found: dict[str, str] = {}
+    for name in dotted:
+        obj = _resolve(name)
+        key = watch_key(obj) if obj is not None else None
+        if key is not None:
+            found[key] = name
+    return found
+
+
+def _resolve(dotted: str) -> Any:
+    parts = dotted.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        try:
+            for part in parts[split:]:
+                obj = getattr(obj, part)
+        except AttributeError:
+            return None
+        return obj
+    return None
+
+
+def _tamper_keys() -> set[str]:
+    keys = set()
+    for module, name in _TAMPER_NAMES:
+        try:
+            obj = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            obj = None
+        key = watch_key(obj) if obj is not None else None
+        if key is not None:
+            keys.add(key)
+    return keys
+
+
+_TAMPER = _tamper_keys()
+
+
+def matching_ops(ops: Sequence[str] | set[str], patterns: Sequence[str]) -> list[str]:
+    """The recorded operators whose name contains one of ``patterns`` (``"softmax"``), sorted."""
+    return sorted(op for op in ops if any(p and p in op for p in patterns))
+
+
+class _Recorder:
+    """The profile function: watched Python code and built-ins, and calls that switch the record off."""
+
+    def __init__(self, watched: dict[str, str], thread: int) -> None:
+        self.watched, self.thread = watched, thread
+        self.trace = Trace()
+
+    def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            key = f"code:{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
+            if key in self.watched:
+                self.trace.calls.add(self.watched[key])
+        elif event == "c_call":
+            key = _builtin_key(arg)
+            if key in self.watched:
+                self.trace.calls.add(self.watched[key])
+            if key in _TAMPER and frame.f_code is not _TRACING_CODE:  # not this module's own switch-off
+                self.trace.tampering.add(key.removeprefix("builtin:"))
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 sent to the null device for the block (C++ code writes there, not to sys.stderr)."""
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 2)
+        finally:
+            os.close(null)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _other_threads(own: int) -> int:
+    return sum(1 for ident in _CURRENT_FRAMES() if ident != own)
+
+
+@contextlib.contextmanager
+def tracing(watch: Sequence[str] = ()) -> Iterator[Trace]:
+    """Record what the block runs (see the module docstring); ``watch``: dotted names of functions to spot.
+
+    ``trace.complete`` is True only when the record was still in place when the block ended: the profiler
+    still on and this recorder still the profile function.
+    """
+    own = _GET_IDENT()
+    recorder = _Recorder(resolve_watch(watch), own)
+    trace = recorder.trace
+    trace.threads = _other_threads(own)
+    previous = _GETPROFILE()
+    profiler = torch.autograd.profiler.profile(use_kineto=False)
+    intact = False
+    try:
+        with _quiet_stderr():  # PyTorch's profiler logs its start and stop on the process's stderr
+            profiler.__enter__()
+        _SETPROFILE(recorder)
+        try:
+            yield trace
+        finally:
+            intact = _GETPROFILE() is recorder
+            _SETPROFILE(previous)
+            trace.threads = max(trace.threads, _other_threads(own))
+    finally:
+        try:
+            with _quiet_stderr():
+                profiler.__exit__(None, None, None)
+            trace.ops |= {event.name for event in profiler.function_events or ()}
+        except Exception:  # noqa: BLE001 - the profiler was switched off inside the block
+            intact = False
+        trace.complete = intact and not trace.tampering
+
+
+_TRACING_CODE = tracing.__wrapped__.__code__  # type: ignore[attr-defined]

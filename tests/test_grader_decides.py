@@ -1,0 +1,177 @@
+"""The grader decides, the sandbox answers: verdicts made from observations, whatever ran them.
+
+These tests run the sandbox's side (``observe_cases``, what the runner does with a learner's function) in this
+process and judge its answer with the grader's ``judge``, as ``course-grade`` does across the sandbox's pipe.
+Routes to PyTorch's own kernels are caught by what ran, whatever name reached them; a cut graph, a write into
+an input, an alias, a float64 result and a switched-off record are judged from the data, not by code that ran
+beside the learner's.
+"""
+
+from __future__ import annotations
+
+import threading
+from queue import Queue
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import course_lib.checks  # noqa: F401 - registers the course's exercises
+from course_lib.exercises import get_exercise
+from course_lib.exercises.feedback import run_check
+from course_lib.grading.codec import encode_cases
+from course_lib.grading.course import ExerciseSpec
+from course_lib.grading.executor import _npz
+from course_lib.grading.judge import judge
+from course_lib.grading.sandbox_main import observe_cases
+from course_lib.exercises.feedback import inputs_as_plain, reference_observation
+
+SEED = 7
+
+
+def _spec(name: str) -> ExerciseSpec:
+    exercise = get_exercise(name)
+    spec = ExerciseSpec(exercise, 0, "", exercise.reference.__name__, [])
+    spec.cases = exercise.cases("hidden", seed=SEED)
+    spec.expected = [reference_observation(exercise, c) for c in spec.cases]
+    spec.inputs = [inputs_as_plain(c) for c in spec.cases]
+    spec.arrays, spec.described = encode_cases(spec.cases)
+    return spec
+
+
+def _grade(name: str, impl) -> tuple:
+    """The verdict ``course-grade`` gives ``impl``: observed on the hidden cases, judged from the answer."""
+    spec = _spec(name)
+    exercise = spec.exercise
+    job = {"grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
+           "watch": list(exercise.forbidden_calls), "seed": exercise.seed}
+    header, arrays = observe_cases(job, impl, spec.described, spec.arrays)
+    return judge(spec, header, _npz(arrays), 1024)
+
+
+def _own_softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+_captured = torch.softmax  # a reference captured before any tripwire could be set
+_alias = F.softmax
+
+
+SOFTMAX_ROUTES = {
+    "captured before the tripwire": lambda x, dim=-1: _captured(x, dim),
+    "an alias": lambda x, dim=-1: _alias(x, dim=dim),
+    "the private kernel": lambda x, dim=-1: torch._softmax(x, dim, False),
+    "log_softmax then exp": lambda x, dim=-1: torch.log_softmax(x, dim).exp(),
+    "the operator itself": lambda x, dim=-1: torch.ops.aten._softmax(x, dim, False),
+    "the module": lambda x, dim=-1: torch.nn.Softmax(dim)(x),
+    "through getattr": lambda x, dim=-1: getattr(torch, "soft" + "max")(x, dim),
+}
+
+
+@pytest.mark.parametrize("route", sorted(SOFTMAX_ROUTES))
+def test_a_route_to_pytorchs_softmax_earns_nothing_whatever_its_name(route: str) -> None:
+    status, message, *_ = _grade("stable_softmax", SOFTMAX_ROUTES[route])
+    assert status == "forbidden" and "softmax" in message, (status, message)
+    assert run_check("stable_softmax", SOFTMAX_ROUTES[route]).status == "failed"  # the check agrees
+
+
+def test_an_honest_softmax_passes_in_the_grader_and_the_check() -> None:
+    assert _grade("stable_softmax", _own_softmax)[0] == "pass"
+    assert run_check("stable_softmax", _own_softmax).passed
+
+
+_sdpa = F.scaled_dot_product_attention
+
+
+def _attention_via_pytorch(query, key, value, mask=None, dropout_p=0.0):
+    out = _sdpa(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+    scores = query @ key.transpose(-2, -1) / query.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.where(scores.isneginf().all(-1, keepdim=True), 0.0, scores.softmax(-1))
+    return out, weights
+
+
+def test_pytorchs_attention_captured_earns_nothing() -> None:
+    status, message, *_ = _grade("scaled_dot_product_attention", _attention_via_pytorch)
+    assert status == "forbidden" and "scaled_dot_product" in message, (status, message)
+
+
+def test_numpy_tied_back_to_the_graph_fails_on_its_gradients() -> None:
+    def numpy_softmax(x, dim=-1):
+        a = x.detach().numpy()
+        e = np.exp(a - a.max(axis=dim, keepdims=True))
+        return torch.from_numpy(e / e.sum(axis=dim, keepdims=True)) + 0 * x.sum()
+
+    status, message, hint, *_ = _grade("stable_softmax", numpy_softmax)
+    assert status == "fail" and "gradient" in message, (status, message)
+    assert run_check("stable_softmax", numpy_softmax).status == "failed"
+
+
+def test_writing_into_an_input_aliasing_and_float64_fail_from_the_data() -> None:
+    def in_place(x, dim=-1):
+        x -= x.amax(dim=dim, keepdim=True)
+        e = torch.exp(x)
+        return e / e.sum(dim, keepdim=True)
+
+    def float64(x, dim=-1):
+        return _own_softmax(x.double(), dim)
+
+    assert _grade("stable_softmax", in_place)[0] == "fail"
+    status, message, *_ = _grade("stable_softmax", float64)
+    assert status == "fail" and "float64" in message, message
+
+
+def test_switching_the_record_off_earns_nothing() -> None:
+    import sys
+
+    def hides(x, dim=-1):
+        sys.setprofile(None)
+        return torch.softmax(x, dim)
+
+    status, message, *_ = _grade("stable_softmax", hides)
+    assert status == "forbidden" and "switched off" in message, message
+
+
+def test_work_handed_to_a_background_thread_earns_nothing() -> None:
+    jobs: Queue = Queue()
+    results: Queue = Queue()
+
+    def worker() -> None:
+        while True:
+            x, dim = jobs.get()
+            if x is None:
+                return
+            results.put(torch.softmax(x, dim))
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    try:
+        def delegated(x, dim=-1):
+            jobs.put((x, dim))
+            return results.get() + 0 * x
+
+        status, message, *_ = _grade("stable_softmax", delegated)
+    finally:
+        jobs.put((None, None))
+        thread.join(5)
+    assert status in ("forbidden", "fail") and status != "pass", message
+
+
+def test_right_outputs_without_the_computation_fail_on_the_gradients() -> None:
+    """A module whose outputs are right but detached from its weights and inputs (tied back with
+    ``0 * query.sum()``) fails: the grader compares the gradients its own reference gives."""
+    reference = get_exercise("multi_head_attention").reference
+
+    class Detached(reference):  # the right numbers, computed off the graph
+        def forward(self, query, key, value, mask=None, need_weights=True):
+            with torch.no_grad():
+                out, weights = super().forward(query, key, value, mask, need_weights)
+            return out + 0 * query.sum(), weights
+
+    Detached.__name__ = "MultiHeadAttention"
+    status, message, *_ = _grade("multi_head_attention", Detached)
+    assert status == "fail" and "gradient" in message, (status, message)
+    assert _grade("multi_head_attention", reference)[0] == "pass"
