@@ -31,20 +31,16 @@ from course_lib.exercises.notebooks import exercise_cells
 from . import codec
 from . import policy as P
 from .libcopy import build_library
+from .parsing import MAX_SOURCE, parse_cell
 
 __all__ = ["ExerciseSpec", "CourseCopy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks", "find_course_copy",
-           "defined_names", "assigned_names", "setup_imports"]
+           "defined_names", "assigned_names", "setup_imports", "parse_cell"]
 
-#: Exercise cells longer than this are not parsed or run (a clear "too large" verdict instead).
-MAX_SOURCE = 200_000
 
 def defined_names(source: str) -> list[str]:
     """Top-level function, class and assignment names a cell defines (regex fallback if it does not parse)."""
-    try:
-        if len(source) > MAX_SOURCE:  # not parsed: ast.parse of megabytes costs minutes and gigabytes
-            raise ValueError(source[:0])
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_cell(source)
+    if tree is None:
         return re.findall(r"^(?:def|class)\s+([A-Za-z_]\w*)", source, flags=re.MULTILINE)
     names = []
     for node in tree.body:
@@ -57,9 +53,8 @@ def defined_names(source: str) -> list[str]:
 
 def assigned_names(source: str) -> list[str]:
     """Names a cell assigns at top level (``softmax_fn = check(...)`` gives ``["softmax_fn"]``)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_cell(source)
+    if tree is None:
         return []
     return [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
             if isinstance(t, ast.Name)]

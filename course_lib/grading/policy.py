@@ -42,13 +42,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .parsing import parse_cell
+
 __all__ = ["Violation", "check_source", "ALLOWED_MODULES", "ALLOWED_TORCH_MODULES", "setup_namespace", "module_allowed"]
 
 #: Top-level modules an exercise cell may import (pure computation, no file or process access).
 ALLOWED_MODULES = frozenset({
     "__future__", "math", "cmath", "numbers", "operator", "typing", "typing_extensions", "functools",
     "itertools", "collections", "dataclasses", "enum", "abc", "string", "copy", "numpy", "einops", "torch",
+    # the standard library's harmless modules, which honest cells use (timing, randomness, text)
+    "time", "timeit", "random", "re", "statistics", "fractions", "decimal", "heapq", "bisect", "textwrap",
+    "pprint", "datetime", "warnings", "json", "contextlib", "array", "unicodedata",
 })
+#: Modules allowed by their full name only (``IPython.display`` gives ``display``, as the notebook has it).
+ALLOWED_EXACT = frozenset({"IPython.display"})
 #: Sub-modules of torch an exercise cell may import (``torch.hub``, ``torch.utils.cpp_extension``... are not).
 ALLOWED_TORCH_MODULES = frozenset({
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parameter", "torch.linalg",
@@ -134,12 +141,33 @@ def setup_namespace(import_lines: Iterable[str]) -> dict[str, Any]:
     return namespace
 
 
+#: Cell magics whose body is Python (checked as such); any other cell magic's body is not Python.
+_PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun")
+
+
+def without_magics(source: str) -> str:
+    """The cell as Python the policy can read: each IPython line magic or shell escape (``%timeit f(x)``,
+    ``!ls``) becomes ``pass`` at its indentation; a cell magic whose body is Python loses its first line, and
+    any other cell magic (``%%bash``) leaves nothing to check."""
+    lines = source.splitlines()
+    first = lines[0].lstrip() if lines else ""
+    if first.startswith("%%"):
+        if not first.startswith(_PYTHON_CELL_MAGICS):
+            return ""
+        lines = ["pass", *lines[1:]]
+    out = []
+    for line in lines:
+        stripped = line.lstrip()
+        out.append(line[:len(line) - len(stripped)] + "pass" if stripped.startswith(("%", "!")) else line)
+    return "\n".join(out)
+
+
 def module_allowed(module: str) -> bool:
     """Whether an exercise cell may import ``module`` (the computing libraries, a few torch sub-modules)."""
     top = module.split(".")[0]
     if top == "torch":
         return module in ALLOWED_TORCH_MODULES
-    return top in ALLOWED_MODULES
+    return top in ALLOWED_MODULES or module in ALLOWED_EXACT
 
 
 class _Visitor(ast.NodeVisitor):
@@ -323,19 +351,19 @@ def check_source(source: str, own_reference: Any = None, namespace: Mapping[str,
     """The policy's verdict on one exercise cell: an empty list when the cell may run.
 
     Args:
-        source: the cell's source (IPython magics and shell escapes are refused: the grader runs plain Python).
+        source: the cell's source (IPython magics and shell escapes are read as ``pass``: the grader runs the
+            cell in IPython, as Jupyter does, and the sandbox, not this policy, holds what they do).
         own_reference: the exercise's reference (function or class); using it is a ``reference`` violation.
         namespace: the names the grading notebook binds before this cell (see :func:`setup_namespace`).
         extra_modules: further top-level modules an instructor allows (``--allow-module``).
     """
+    readable = without_magics(source)
     try:
-        tree = ast.parse(source)
+        tree = parse_cell(readable) if readable == source else None
+        tree = tree or ast.parse(readable)
     except (ValueError, RecursionError, MemoryError) as err:
         return [Violation(0, f"cannot be read as Python ({type(err).__name__})", "syntax")]
     except SyntaxError as err:
-        magic = [i for i, line in enumerate(source.splitlines(), 1) if line.lstrip().startswith(("%", "!"))]
-        if magic:
-            return [Violation(magic[0], "uses an IPython magic or shell command (graded cells are plain Python)")]
         return [Violation(err.lineno or 0, f"is not valid Python ({err.msg})", "syntax")]
     own = [own_reference] if own_reference is not None else []
     visitor = _Visitor(own, dict(namespace or {}), frozenset(extra_modules))

@@ -154,6 +154,22 @@ def grade_submission(path: Path, config: GradeConfig, courses: dict[Path, Course
     return report
 
 
+#: The code the grader reads of one submission, in notebook order (a notebook's exercises and helpers are a
+#: few kB; the bound keeps the grader's own parsing under a second whatever a submission holds).
+MAX_CODE = 400_000
+
+
+def within_budget(cells: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], int]:
+    """The code cells that fit in :data:`MAX_CODE` characters, in order (a cell that does not fit is skipped,
+    the smaller ones after it still read), and how many were skipped."""
+    kept, used = [], 0
+    for index, source in cells:
+        if used + len(source) <= MAX_CODE:
+            kept.append((index, source))
+            used += len(source)
+    return kept, len(cells) - len(kept)
+
+
 _COURSES_LOCK = threading.Lock()
 
 
@@ -179,7 +195,7 @@ def _screen(spec: Any, cells: list[tuple[int, str]], result: ExerciseResult, cou
             config: GradeConfig) -> tuple[int, str] | None:
     """Find the learner's cell and decide what needs no sandbox; ``(index, source)`` when it must run."""
     result.cases_total = len(spec.cases)
-    where = locate(spec.target, spec.stub, spec.index, cells)
+    where = locate(spec.target, spec.stub, spec.index, cells, spec.check)
     if where is None:
         result.status, result.message = "missing", f"no cell defines {spec.target}"
         return None
@@ -250,13 +266,17 @@ def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, cours
     if nb is None:
         report.status, report.message = "unreadable", problem
         return
+    cells, dropped = within_budget(cells)
+    if dropped:
+        report.notes.append(f"{dropped} code cell(s) beyond {MAX_CODE // 1000} kB of code in all were not read")
     chosen = {n: _screen(s, cells, report.exercises[n], course, config) for n, s in enumerate(course.specs)}
     if not any(chosen.values()):
         return
     def verdict(number: int, header: dict[str, Any], blob: bytes) -> tuple:
         return judge(course.specs[number], header, blob, config.memory_mb)
 
-    outcomes, report.kernel_starts, report.notes = execute(course.library, _plan(course, cells, chosen),
-                                                           config.limits(), started + config.total_timeout, verdict)
+    outcomes, report.kernel_starts, notes = execute(course.library, _plan(course, cells, chosen), config.limits(),
+                                                    started + config.total_timeout, verdict)
+    report.notes += notes
     for number, outcome in outcomes.items():
         _record(report.exercises[number], outcome)

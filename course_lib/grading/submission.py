@@ -21,7 +21,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from .course import MAX_SOURCE, defined_names
+from .course import defined_names
+from .parsing import parse_cell
 
 __all__ = ["read_submission", "is_stub", "locate", "helper_cells", "display_name"]
 
@@ -60,7 +61,7 @@ def _code_cells(nb: dict[str, Any]) -> list[tuple[int, str]]:
             continue
         source = cell.get("source", "")
         if isinstance(source, list):
-            source = "".join(s for s in source if isinstance(s, str))
+            source = "".join(source) if all(type(s) is str for s in source) else ""
         cells.append((i, source if isinstance(source, str) else ""))
     return cells
 
@@ -92,30 +93,34 @@ def is_stub(source: str, stub: str) -> bool:
     """True when the learner left the course's stub as it was (comments and blank lines aside)."""
     if _same_code(source, stub):
         return True
-    if len(source) > MAX_SOURCE:
-        return False
-    try:
-        return ast.dump(ast.parse(source)) == ast.dump(ast.parse(stub))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+    tree, stub_tree = parse_cell(source), parse_cell(stub)
+    return tree is not None and stub_tree is not None and ast.dump(tree) == ast.dump(stub_tree)
 
 
-def locate(target: str, stub: str, place: int, cells: list[tuple[int, str]]) -> tuple[int, str] | None:
-    """The learner's cell for an exercise: one that defines ``target``, a solution before a stub left in
-    place, then the nearest the exercise's ``place`` in the course's copy."""
+def locate(target: str, stub: str, place: int, cells: list[tuple[int, str]], check: str = ""
+           ) -> tuple[int, str] | None:
+    """The learner's cell for an exercise: the definition of ``target`` that the notebook's own check saw.
+
+    When the submission holds the course's ``check`` cell, that is the last cell before it that defines
+    ``target`` (run top to bottom, the notebook's check tests that one: a solution below an edited stub
+    counts); an untouched stub there yields to an earlier solution. Without the check cell: a solution
+    before a stub left in place, then the definition nearest the exercise's ``place`` in the course's copy.
+    """
     found = [(i, src) for i, src in cells if target in defined_names(src)]
     if not found:
         return None
+    at = next((i for i, src in cells if check and _same_code(src, check) and i > min(c[0] for c in found)), None)
+    if at is not None:
+        before = [c for c in found if c[0] < at]
+        solved = [c for c in before if not is_stub(c[1], stub)]
+        return (solved or before)[-1]
     return min(found, key=lambda c: (is_stub(c[1], stub), abs(c[0] - place), c[0]))
 
 
 def _names(source: str) -> tuple[set[str], set[str]]:
     """``(names a cell reads but never binds, names it binds at top level)``: a conservative estimate."""
-    if len(source) > MAX_SOURCE:
-        return set(), set()
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = parse_cell(source)
+    if tree is None:
         return set(), set()
     read, bound = set(), set()
     for node in ast.walk(tree):
