@@ -141,8 +141,26 @@ def setup_namespace(import_lines: Iterable[str]) -> dict[str, Any]:
     return namespace
 
 
-#: Cell magics whose body is Python (checked as such); any other cell magic's body is not Python.
-_PYTHON_CELL_MAGICS = ("%%time", "%%timeit", "%%capture", "%%prun")
+#: IPython magics an honest exercise cell uses (timing, plots, printing); the others (``%load``, ``%run``,
+#: ``%%bash``, ``%%writefile``...) and shell escapes (``!ls``) reach files or a shell: refused early here (the
+#: sandbox would hold them anyway). The cell magics among them have a Python body, checked as Python.
+HARMLESS_MAGICS = frozenset({"time", "timeit", "matplotlib", "precision", "who", "whos", "capture", "prun"})
+_PYTHON_CELL_MAGICS = tuple(f"%%{name}" for name in ("time", "timeit", "capture", "prun"))
+
+
+def magic_violations(source: str) -> list[Violation]:
+    """The IPython magics and shell escapes of a cell that the policy refuses (see :data:`HARMLESS_MAGICS`)."""
+    found = []
+    for number, line in enumerate(source.splitlines(), 1):
+        stripped = line.lstrip()
+        if stripped.startswith("!"):
+            found.append(Violation(number, "runs a shell command (!...), which graded cells may not use"))
+        elif stripped.startswith("%"):
+            name = stripped.lstrip("%").split(maxsplit=1)[0] if stripped.lstrip("%") else ""
+            if name not in HARMLESS_MAGICS:
+                found.append(Violation(number, f"uses the IPython magic %{name}, which graded cells may not use "
+                                               f"(allowed: %{', %'.join(sorted(HARMLESS_MAGICS))})"))
+    return found
 
 
 def without_magics(source: str) -> str:
@@ -357,6 +375,9 @@ def check_source(source: str, own_reference: Any = None, namespace: Mapping[str,
         namespace: the names the grading notebook binds before this cell (see :func:`setup_namespace`).
         extra_modules: further top-level modules an instructor allows (``--allow-module``).
     """
+    magics = magic_violations(source)
+    if magics:
+        return magics
     readable = without_magics(source)
     try:
         tree = parse_cell(readable) if readable == source else None
