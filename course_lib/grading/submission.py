@@ -61,7 +61,7 @@ def _code_cells(nb: dict[str, Any]) -> list[tuple[int, str]]:
             continue
         source = cell.get("source", "")
         if isinstance(source, list):
-            source = "".join(source) if all(type(s) is str for s in source) else ""
+            source = "".join(source if all(type(s) is str for s in source) else [s for s in source if type(s) is str])
         cells.append((i, source if isinstance(source, str) else ""))
     return cells
 
