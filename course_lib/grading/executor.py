@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
 import shutil
 import struct
@@ -102,7 +103,6 @@ class Conversation:
 
     def __init__(self, run: SandboxRun, requests: int, notes: list[str]) -> None:
         self.run, self.requests, self.notes = run, requests, notes
-        self.next_id = 0
         self.frames = 0
 
     def _frame(self, until: float) -> tuple[dict[str, Any], bytes]:
@@ -148,8 +148,7 @@ class Conversation:
             blob: bytes = b"") -> tuple[dict[str, Any], bytes]:
         """Send one request; return its one answer. Raises :class:`_Silence` after ``timeout`` seconds from now
         (or at the submission's ``deadline``), :class:`_Gone` when the sandbox ended."""
-        self.next_id += 1
-        ident = self.next_id
+        ident = secrets.token_hex(8)  # unguessable: an answer sent before its request cannot carry it
         until = min(deadline, time.monotonic() + timeout)
         self._send({"id": ident, "do": what, "exercise": number, **(extra or {})}, blob, until)
         while True:

@@ -123,6 +123,10 @@ class Notebook:
         config.HistoryManager.enabled = False  # no history thread, no database
         config.InteractiveShell.colors = "NoColor"
         self.shell = InteractiveShell.instance(config=config)
+        shell = self.shell  # what a cell may hook into, reset before every cell (its own cell is all it changes)
+        self._pristine = {name: list(getattr(shell, name)) for name in (
+            "input_transformers_cleanup", "input_transformers_post", "ast_transformers")}
+        self._events = {name: list(hooks) for name, hooks in shell.events.callbacks.items()}
         self.namespace: dict[str, Any] = self.shell.user_ns
         for line in setup:
             self.run(line)
@@ -130,6 +134,10 @@ class Notebook:
 
     def run(self, source: str) -> BaseException | None:
         """Run one cell as IPython runs it; the exception it raised, if any (SyntaxError included)."""
+        for name, hooks in self._pristine.items():
+            getattr(self.shell, name)[:] = hooks
+        for name, hooks in self._events.items():
+            self.shell.events.callbacks[name] = list(hooks)
         try:
             result = self.shell.run_cell(source, store_history=False, silent=False)
         except BaseException as err:  # noqa: BLE001 - SystemExit and friends are the learner's data too
