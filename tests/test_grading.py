@@ -28,6 +28,7 @@ from nbtools import load
 
 from course_lib.basics import stable_softmax
 from course_lib.exercises import get_exercise
+from course_lib.exercises.feedback import run_check
 from course_lib.exercises.notebooks import exercise_cells, solve
 from course_lib.grading import codec as H
 from course_lib.grading.cli import grade_many, main
@@ -692,6 +693,56 @@ def _nb04_with(source: str) -> nbformat.NotebookNode:
         if name == "padding_mask":
             cell.source = source
     return nb
+
+
+SOLUTION = ("    e = torch.exp(x - x.amax(dim=dim, keepdim=True))\n"
+            "    return e / e.sum(dim=dim, keepdim=True)\n")
+
+#: Honest exercise cells of notebook 00 written as Jupyter lets a learner write them (each must earn full marks).
+HONEST_CELLS = {
+    "display": "from IPython.display import display\n" + HDR + SOLUTION + "display(stable_softmax(torch.ones(3)))\n",
+    "magics": HDR + SOLUTION + "%timeit stable_softmax(torch.ones(3))\n",
+    "cell magic": "%%time\n" + HDR + SOLUTION,
+    "stdlib imports": "import time, random, re\nfrom statistics import mean\n" + HDR + SOLUTION,
+    "non-ASCII names": HDR + "    größte = x.amax(dim=dim, keepdim=True)  # the largest\n"
+                       "    e = torch.exp(x - größte)\n    return e / e.sum(dim=dim, keepdim=True)\n",
+    "CRLF": (HDR + SOLUTION).replace("\n", "\r\n"),
+}
+
+
+@pytest.mark.slow
+def test_honest_variants_score_what_the_notebook_check_says(tmp_path: Path) -> None:
+    """display, magics, standard-library imports, non-ASCII names, CRLF line ends, an edited stub with the
+    solution in the next cell before the check, nbformat 4.4, saved outputs: full marks, as the check says."""
+    nb = load(NB00)
+    folder = tmp_path / "subs"
+    folder.mkdir()
+    for name, source in HONEST_CELLS.items():
+        _write(_with_exercises(nb, {0: source}), folder, "00_welcome_" + name.replace(" ", "_"))
+    edited = _with_exercises(nb, {0: HDR + "    m = x.amax(dim=dim)  # I started\n    raise NotImplementedError()\n"})
+    index = next(i for i, _, _ in exercise_cells(edited))
+    edited.cells.insert(index + 1, nbformat.v4.new_code_cell(HDR + SOLUTION))
+    _write(edited, folder, "00_welcome_edited_stub_then_solution")
+    old = solve(nb)
+    old.nbformat_minor = 4
+    for cell in old.cells:
+        cell.pop("id", None)
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 200_000)]
+    (folder / "00_welcome_nbformat44_outputs.ipynb").write_text(json.dumps(old))
+    out = tmp_path / "out"
+    assert main([str(folder), "--out", str(out), "--quiet", "--jobs", "2", "--seed", "5", "--max-mb", "50"]) == 0
+    for path in out.glob("*.json"):
+        report = json.loads(path.read_text())
+        assert report["total"] == report["max_total"] == 1, (path.name, report["exercises"][0]["message"])
+    assert len(list(out.glob("*.json"))) == len(HONEST_CELLS) + 2
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    for name, source in HONEST_CELLS.items():  # the notebook's own check says the same, cell run as Jupyter runs it
+        shell.user_ns.pop("stable_softmax", None)
+        assert shell.run_cell("import torch\n" + source, store_history=False).success, name
+        assert run_check("stable_softmax", shell.user_ns["stable_softmax"]).passed, name
 
 
 @pytest.mark.slow
