@@ -239,7 +239,7 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
             message = f"your code raised {type(err).__name__}: {err}" + (f"\n({where})" if where else "")
             return CheckResult(name, ERROR, message, case.label, cases_passed=i, cases_total=total)
         problems = observation_problems(exercise, case, reference_observation(exercise, case), got,
-                                        inputs_as_plain(case))
+                                        inputs_as_plain(case), threads=False)  # a kernel has threads of its own
         if problems:
             first = problems[0]
             hint = diagnose_observation(exercise, case, got, first.kind) or KIND_HINTS.get(first.kind, "")

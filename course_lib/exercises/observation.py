@@ -277,7 +277,7 @@ def same_plain(before: Any, after: Any) -> bool:
     return type(after) is type(before) and after == before
 
 
-def _forbidden(exercise: Any, trace: Any) -> list[Problem]:
+def _forbidden(exercise: Any, trace: Any, threads: bool) -> list[Problem]:
     """What a trace shows of the operations and functions the exercise asks the learner to do without."""
     if not isinstance(trace, dict):
         return [Problem("record", "no record of what your code ran came back (the grader's record was "
@@ -291,20 +291,22 @@ def _forbidden(exercise: Any, trace: Any) -> list[Problem]:
         problems.append(Problem("forbidden", f"your code ran {what}, which this exercise asks you to build "
                                              f"yourself from smaller operations (whatever name reached it)"))
     tampering = sorted({str(t) for t in _list(trace.get("tampering"))})[:5]
-    threads = trace.get("threads")
+    count = trace.get("threads")
     if tampering or trace.get("complete") is not True:
         problems.append(Problem("record", "the record of what your code ran was switched off while it ran" + (
             f" (it called {', '.join(tampering)})" if tampering else "")))
-    elif isinstance(threads, int) and not isinstance(threads, bool) and threads > 0:
-        problems.append(Problem("record", f"{threads} other thread(s) ran beside your code while it was "
+    elif threads and isinstance(count, int) and not isinstance(count, bool) and count > 0:
+        problems.append(Problem("record", f"{count} other thread(s) ran beside your code while it was "
                                           f"checked: an exercise's function must do its work itself"))
     return problems
 
 
 def observation_problems(exercise: Any, case: Any, expected: dict[str, Any], got: dict[str, Any],
-                         inputs_before: list[Any], traced: bool = True) -> list[Problem]:
+                         inputs_before: list[Any], traced: bool = True, threads: bool = True) -> list[Problem]:
     """What is wrong with the learner's plain observation ``got`` on ``case`` against the reference's
     ``expected`` (both from :func:`plain_observation`); ``inputs_before``: the case's inputs as plain data.
+    ``threads``: other threads alive during the call count against it (the grader's sandbox, whose runner has
+    none; a Jupyter kernel has its own, so the advisory check passes False).
 
     Runs where the verdict is made (the grader's process, or the learner's kernel for the advisory check),
     on untrusted data: anything malformed is a problem, never an exception.
@@ -314,7 +316,7 @@ def observation_problems(exercise: Any, case: Any, expected: dict[str, Any], got
     if not isinstance(got, dict):
         return [Problem("output", "no observation came back")]
     if traced:
-        found = _forbidden(exercise, got.get("trace"))
+        found = _forbidden(exercise, got.get("trace"), threads)
         if found:
             return found
     problems = [Problem("output", p) for p in output_problems(exercise, case, expected.get("output"),
