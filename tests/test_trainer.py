@@ -131,6 +131,12 @@ def _command(task: str, config: Path, out: Path, *extra: str) -> list[str]:
             "--no-progress", *extra]
 
 
+def _torchrun(command: list[str], processes: int = 2) -> list[str]:
+    """``command`` (a ``python -m ...`` list) started by torchrun on ``processes`` local processes."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+            *command[1:]]
+
+
 def _final_parameters(out: Path, steps: int) -> dict:
     return load_checkpoint(checkpoint_path(out / "checkpoints", steps))["model"]
 
@@ -180,17 +186,18 @@ def test_two_processes_equal_one_process_with_the_double_batch(tmp_path) -> None
 
     base = dict(n_train=400, n_valid=0, n_test=40, max_number=9999, bpe_vocab_size=60, d_model=16, num_heads=2,
                 num_layers=1, d_ff=32, dropout=0.0, warmup=4, steps=12, checkpoint_every=100, eval_size=20)
-    for name, batch in (("one", 16), ("two", 8)):
-        (tmp_path / f"{name}.json").write_text(json.dumps({**base, "batch_size": batch}))
+    # "acc": 2 processes x 2 accumulated batches of 4 (DDP's no_sync on the first of each step): the same batch
+    for name, batch, accumulate in (("one", 16, 1), ("two", 8, 1), ("acc", 4, 2)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**base, "batch_size": batch, "accumulate": accumulate}))
     one_process = subprocess.Popen(_command("translate", tmp_path / "one.json", tmp_path / "one"), env=_env(),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    two = _command("translate", tmp_path / "two.json", tmp_path / "two")
-    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *two[1:]]
-    done = subprocess.run(launch, env=_env(), capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("two", "acc"):
+        done = subprocess.run(_torchrun(_command("translate", tmp_path / f"{name}.json", tmp_path / name)),
+                              env=_env(), capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads((tmp_path / name / "result.json").read_text())["processes"] == 2
     assert one_process.wait() == 0, one_process.stderr.read()[-3000:]
-    assert json.loads((tmp_path / "two" / "result.json").read_text())["processes"] == 2
-    one, two = _final_parameters(tmp_path / "one", 12), _final_parameters(tmp_path / "two", 12)
+    one, two, acc = (_final_parameters(tmp_path / name, 12) for name in ("one", "two", "acc"))
     for name in one:
         if name.endswith("w_k.bias"):
             # The key projection's bias adds q.b_k to every score of a row, which softmax ignores: its gradient
@@ -198,6 +205,7 @@ def test_two_processes_equal_one_process_with_the_double_batch(tmp_path) -> None
             # full-size steps. It does not change the model's output (checked on the logits below).
             continue
         torch.testing.assert_close(two[name], one[name], rtol=0, atol=1e-5, msg=name)
+        torch.testing.assert_close(acc[name], one[name], rtol=0, atol=1e-5, msg=name)
     models = []
     for params in (one, two):
         model = Transformer(params["src_embed.weight"].shape[0], params["tgt_embed.weight"].shape[0], d_model=16,
@@ -215,9 +223,10 @@ def test_two_processes_equal_one_process_with_the_double_batch(tmp_path) -> None
                             num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.0)
     assert not torch.allclose(one["generator.weight"], untrained.generator.weight)  # training moved them
     losses = [[float(row.split(",")[1]) for row in (tmp_path / n / "metrics.csv").read_text().splitlines()[1:]]
-              for n in ("one", "two")]
+              for n in ("one", "two", "acc")]
     assert len(losses[0]) == 12 and losses[0][-1] < losses[0][0]
     assert np.allclose(losses[0], losses[1], rtol=1e-5)  # the global loss is logged
+    assert np.allclose(losses[0], losses[2], rtol=1e-5)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -411,3 +420,96 @@ def test_accumulation_skips_the_gradient_all_reduce_on_all_but_the_last_batch(tm
     finally:
         dist.destroy_process_group()
     assert seen == [False, True] * 3
+
+
+# ------------------------------------------------------------------------------------------------
+# Two processes: a run ending on a checkpoint step, kill and resume, a non-finite loss on one process
+# ------------------------------------------------------------------------------------------------
+
+def _kill_workers(launcher: subprocess.Popen) -> None:
+    """SIGKILL torchrun's workers (each in its own session, so not in the launcher's process group)."""
+    children = set()
+    for task in Path(f"/proc/{launcher.pid}/task").iterdir():
+        children |= {int(pid) for pid in (task / "children").read_text().split()}
+    assert len(children) == 2, children
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds torchrun's workers in /proc (Linux)")
+def test_two_processes_end_on_a_checkpoint_step_and_resume_after_sigkill(tmp_path) -> None:
+    """steps a multiple of checkpoint_every (as both tasks' defaults are): the run used to hang at its end,
+    rank 0 in a barrier and rank 1 in all_gather_object, each deciding the last save from the disk. Killed
+    after its second checkpoint (the newest then damaged) and resumed on 2 processes, the run ends with the
+    same parameters, bit for bit, as the uninterrupted one; dropout and shifts differ per process."""
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(dict(d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.1, max_shift=1,
+                                      batch_size=16, warmup=5, steps=60, checkpoint_every=10)))
+    whole = subprocess.run(_torchrun(_command("vit", config, tmp_path / "whole")), env=_env(), capture_output=True,
+                           text=True, timeout=300)  # a hang fails here, long before gloo's 30 minutes
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "whole" / "checkpoints").iterdir()) == ["step-000050.pt",
+                                                                                   "step-000060.pt"]
+    killed = subprocess.Popen(_torchrun(_command("vit", config, tmp_path / "killed")), env=_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folder = tmp_path / "killed" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while not checkpoint_path(folder, 20).exists() and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert killed.poll() is None, "the run ended before it could be killed"
+    _kill_workers(killed)
+    assert killed.wait(timeout=120) != 0 and not checkpoint_path(folder, 60).exists()
+    newest = max(folder.glob("step-*.pt"))
+    newest.write_bytes(newest.read_bytes()[:1000])
+    resumed = subprocess.run(_torchrun(_command("vit", config, tmp_path / "killed", "--resume")), env=_env(),
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stdout and "skipping a damaged checkpoint" in resumed.stderr
+    assert json.loads((tmp_path / "killed" / "result.json").read_text())["processes"] == 2
+    a, b = _final_parameters(tmp_path / "whole", 60), _final_parameters(tmp_path / "killed", 60)
+    assert a.keys() == b.keys() and all(torch.equal(a[name], b[name]) for name in a)
+    assert ((tmp_path / "killed" / "metrics.csv").read_text().splitlines()
+            == (tmp_path / "whole" / "metrics.csv").read_text().splitlines())
+
+
+NAN_ON_ONE_PROCESS = """
+import datetime
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from course_lib.training import classification_step, train
+
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))  # a regression fails, never hangs
+rank = dist.get_rank()
+for accumulate in (1, 2):
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(4, 3))
+    calls = 0
+
+    def loss_fn(logits, target):
+        global calls
+        calls += 1
+        loss = torch.nn.functional.cross_entropy(logits, target)
+        return loss * float("nan") if rank == 1 and calls == 3 * accumulate else loss  # step 3, rank 1 only
+
+    batches = [(torch.randn(5, 4), torch.randint(0, 3, (5,))) for _ in range(8)]
+    try:
+        train(model, batches, 10, torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=loss_fn,
+              step_fn=classification_step, progress=False, accumulate=accumulate)
+    except FloatingPointError as error:
+        print(f"accumulate {accumulate}, rank {rank}: {error}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_a_non_finite_loss_on_one_process_stops_every_process_at_that_step(tmp_path) -> None:
+    """Rank 1's loss is NaN at step 3: both processes raise there (before, rank 0 waited in DDP's all-reduce)."""
+    script = tmp_path / "nan_on_one.py"
+    script.write_text(NAN_ON_ONE_PROCESS)
+    done = subprocess.run(_torchrun([sys.executable, str(script)]), env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("accumulate "))
+    assert lines == [f"accumulate {k}, rank {r}: train: the loss became nan at step 3{where}"
+                     for k in (1, 2) for r, where in ((0, " (on another process)"), (1, ""))], done.stdout
