@@ -56,7 +56,7 @@ from course_lib.trainer.distributed import DistributedContext, init_distributed
 from course_lib.trainer.tasks import TASKS
 from course_lib.training import TrainHistory, train
 
-__all__ = ["main", "load_config", "run", "write_metrics", "checkpoint_steps", "ConfigError"]
+__all__ = ["main", "load_config", "run", "write_metrics", "checkpoint_steps", "check_resumable", "ConfigError"]
 
 # Keys that may change between a run and its resumption (everything else must match the checkpoint; `steps`
 # only for a task whose schedule does not depend on it, see Task.schedule_keys).
