@@ -349,6 +349,14 @@ def test_resume_refuses_damaged_checkpoints_a_reshaped_schedule_and_other_keys(t
     assert code == 2 and "none of the 2 checkpoint(s)" in _one_error_line(err) and "nothing to resume from" in err
 
 
+def test_a_diverging_run_stops_with_one_line_and_exit_1(tmp_path, capsys) -> None:
+    """A learning rate of 1e30 overflows the weights within a few steps: no traceback, the step named."""
+    code, _, err = _main(capsys, "vit", "--config", str(_tiny_vit(tmp_path, lr=1e30, steps=20)), "--out",
+                         str(tmp_path / "run"), "--device", "cpu", "--no-progress")
+    line = _one_error_line(err)
+    assert code == 1 and "train: the loss became nan at step" in line and "every process stopped" in line
+
+
 def test_translate_may_resume_with_more_steps(tmp_path) -> None:
     """The paper's schedule does not depend on ``steps``: a longer resumed run is allowed (unlike the ViT's)."""
     from course_lib.trainer.cli import ConfigError, check_resumable
