@@ -105,8 +105,6 @@ def _gather_rng(ctx: DistributedContext) -> list[dict]:
     return states
 
 
-
-
 def _decided_by_rank0(ctx: DistributedContext, decide: Callable[[], T]) -> T:
     """``decide()`` run on process 0 only (it may read the disk) and its answer broadcast to every process.
 
@@ -117,7 +115,7 @@ def _decided_by_rank0(ctx: DistributedContext, decide: Callable[[], T]) -> T:
     if ctx.is_main:
         try:
             answer[0] = decide()
-        except Exception as error:  # noqa: BLE001  (re-raised below, on every process)
+        except Exception as error:  # re-raised below, on every process
             answer[0] = error
     torch.distributed.broadcast_object_list(answer, src=0)
     if isinstance(answer[0], Exception):
@@ -135,10 +133,9 @@ def checkpoint_steps(start: int, steps: int, every: int) -> set[int]:
 
 @dataclass(frozen=True)
 class StartPlan:
-    """How a run starts, decided by process 0: from ``checkpoint`` (a path) or from step 0, or not (``error``)."""
+    """How a run starts, decided by process 0: from ``checkpoint`` (a path) or from step 0 (None)."""
 
     checkpoint: str | None = None
-    error: str | None = None
     note: str = ""
 
 
@@ -166,7 +163,7 @@ def check_resumable(task: str, config: dict, state: dict, path: Path, world_size
 
 
 def plan_start(task: str, config: dict, out: Path, resume: bool, force: bool, world_size: int) -> StartPlan:
-    """Process 0's decision: resume from which checkpoint, start afresh, or refuse (and why)."""
+    """Process 0's decision: resume from which checkpoint or start afresh; a ConfigError saying why it refuses."""
     folder = out / "checkpoints"
     found_files = list_checkpoints(folder)
     if resume:
@@ -174,19 +171,16 @@ def plan_start(task: str, config: dict, out: Path, resume: bool, force: bool, wo
             return StartPlan(note=f"no checkpoint in {folder}: starting from step 0")
         found = latest_checkpoint(folder)
         if found is None:
-            return StartPlan(error=f"--resume: none of the {len(found_files)} checkpoint(s) in {folder} is intact "
-                                   f"(see the warnings above); nothing to resume from. Restore a checkpoint, or "
-                                   f"start again with --force")
+            raise ConfigError(f"--resume: none of the {len(found_files)} checkpoint(s) in {folder} is intact (see "
+                              f"the warnings above); nothing to resume from. Restore a checkpoint, or start again "
+                              f"with --force")
         path, state = found
-        try:
-            check_resumable(task, config, state, path, world_size)
-        except ConfigError as error:
-            return StartPlan(error=str(error))
+        check_resumable(task, config, state, path, world_size)
         return StartPlan(checkpoint=str(path), note=f"resuming from {path} (step {state['history']['steps']})")
     previous = [name for name in RUN_FILES if (out / name).exists()] + [p.name for _, p in found_files]
     if previous and not force:
-        return StartPlan(error=f"--out {out} already holds a run ({', '.join(previous)}): continue it with --resume, "
-                               f"or replace it with --force")
+        raise ConfigError(f"--out {out} already holds a run ({', '.join(previous)}): continue it with --resume, "
+                          f"or replace it with --force")
     for name in RUN_FILES:
         (out / name).unlink(missing_ok=True)
     for _, path in found_files:
@@ -209,8 +203,6 @@ def run(task: str, config: dict, out: str | os.PathLike, resume: bool = False, p
     say = (lambda *a: print(*a, flush=True)) if ctx.is_main else (lambda *a: None)
     try:
         plan = _decided_by_rank0(ctx, lambda: plan_start(task, config, out, resume, force, ctx.world_size))
-        if plan.error:
-            raise ConfigError(plan.error)
         if plan.note:
             say(plan.note)
         set_seed(config["seed"])
