@@ -14,6 +14,7 @@ time, evaluations).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -286,13 +287,29 @@ def _distributed_world() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
+def _no_sync(model: nn.Module, skip: bool) -> contextlib.AbstractContextManager:
+    """DDP's ``no_sync()`` when ``skip`` (this backward keeps its gradients local: no all-reduce), else nothing."""
+    return model.no_sync() if skip and hasattr(model, "no_sync") else contextlib.nullcontext()
+
+
+def _global_loss(items: int, loss_sum: float, world: int, device: torch.device) -> tuple[int, float]:
+    """``(items, mean loss)`` of the global batch: this process's ``items`` and ``items * loss`` summed over
+    every process (one all-reduce). A non-finite loss on any process makes the mean non-finite everywhere."""
+    if world == 1:
+        return items, loss_sum / max(items, 1)
+    totals = torch.tensor([float(items), loss_sum], dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(totals)
+    global_items = totals[0].item()
+    return int(global_items), totals[1].item() / max(global_items, 1.0)
+
+
 def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim.Optimizer,
           scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
           loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
           device: torch.device | str = "cpu", clip_grad_norm: float | None = 1.0, progress: bool = True,
           history: TrainHistory | None = None, step_fn: Callable[..., Prediction] = translation_step,
           desc: str = "training", on_step: Callable[[TrainHistory, Prediction], None] | None = None,
-          autocast_dtype: torch.dtype | None = None, leave: bool = True) -> TrainHistory:
+          autocast_dtype: torch.dtype | None = None, leave: bool = True, accumulate: int = 1) -> TrainHistory:
     """Train ``model`` for exactly ``steps`` optimizer steps on batches from ``loader`` (cycled).
 
     The one training loop of the course. Each step: ``step_fn(model, batch, device)`` turns a batch into a
@@ -312,11 +329,19 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
     The recorded loss is then the global one. ``autocast_dtype`` (e.g. ``torch.bfloat16`` on CUDA) runs
     the forward pass and the loss under ``torch.autocast``.
 
-    A non-finite loss stops training with a FloatingPointError naming the step (never a silent NaN).
-    Pass a previous ``history`` to continue a run and append to its curves.
+    ``accumulate`` > 1 (gradient accumulation): each step takes that many batches from ``loader``, one
+    backward pass each (under DDP's ``no_sync`` but the last, so the gradients cross the processes once a
+    step), each loss weighted by its items; the summed gradient is then divided by the global batch's items.
+    A step on k batches of b thus computes (up to rounding) what one step on a batch of k*b computes.
+
+    A non-finite loss stops training with a FloatingPointError naming the step (never a silent NaN); under
+    ``torch.distributed`` every process stops at that step (the check reads the all-reduced loss), never
+    one process alone while the others wait for it. Pass a previous ``history`` to continue a run.
     """
     if steps < 0:
         raise ValueError(f"train: steps must be >= 0, got {steps}")
+    if accumulate < 1:
+        raise ValueError(f"train: accumulate must be >= 1 (batches per optimizer step), got {accumulate}")
     history = history if history is not None else TrainHistory()
     world = _distributed_world()
     device_type = torch.device(device).type
@@ -326,36 +351,42 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
     start = time.perf_counter()
     try:
         for _ in range(steps):
-            with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-                pred = step_fn(model, next(batches), device)
-                if loss_fn is None:
-                    loss = label_smoothed_cross_entropy(pred.logits, pred.target, 0.1, ignore_index=pred.ignore_index)
-                else:
-                    loss = loss_fn(pred.logits, pred.target)
-            items = pred.items
-            if world > 1:  # every process's share of the global batch: [items, items * loss] summed
-                totals = torch.tensor([float(items), float(items) * loss.item()], dtype=torch.float64,
-                                      device=loss.device)
-                torch.distributed.all_reduce(totals)
-                global_items = totals[0].item()
-                recorded = totals[1].item() / max(global_items, 1.0)
-                items = int(global_items)
-                backward_loss = loss * (pred.items * world / max(global_items, 1.0))
-            else:
-                recorded, backward_loss = None, loss
-            if not torch.isfinite(loss):
-                error = FloatingPointError(f"train: the loss became {loss.item()} at step {history.steps + 1}")
-                error.loss = loss.item()  # for wrappers that word the message their own way
-                raise error
             optimizer.zero_grad(set_to_none=True)
-            backward_loss.backward()
+            local_items, local_sum = 0, 0.0
+            for micro in range(accumulate):
+                with _no_sync(model, skip=micro < accumulate - 1):
+                    with torch.autocast(device_type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                        pred = step_fn(model, next(batches), device)
+                        if loss_fn is None:
+                            loss = label_smoothed_cross_entropy(pred.logits, pred.target, 0.1,
+                                                                ignore_index=pred.ignore_index)
+                        else:
+                            loss = loss_fn(pred.logits, pred.target)
+                    local_items, local_sum = local_items + pred.items, local_sum + float(pred.items) * loss.item()
+                    if accumulate > 1:  # the sum over items; divided by the global items below
+                        (loss * (pred.items * world)).backward()
+            if world == 1 and accumulate == 1:
+                items, recorded = pred.items, loss.item()
+            else:
+                items, recorded = _global_loss(local_items, local_sum, world, loss.device)
+            if not math.isfinite(recorded):
+                where = "" if not torch.isfinite(loss) or world == 1 else " (on another process)"
+                error = FloatingPointError(f"train: the loss became {recorded} at step {history.steps + 1}{where}")
+                error.loss = recorded  # for wrappers that word the message their own way
+                raise error
+            if accumulate == 1:
+                (loss * (pred.items * world / max(items, 1.0)) if world > 1 else loss).backward()
+            else:
+                for parameter in model.parameters():
+                    if parameter.grad is not None:
+                        parameter.grad.div_(max(items, 1))
             if clip_grad_norm is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
             history.lrs.append(optimizer.param_groups[0]["lr"])
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            history.losses.append(loss.item() if recorded is None else recorded)
+            history.losses.append(recorded)
             history.tokens += items
             history.steps += 1
             if on_step is not None:

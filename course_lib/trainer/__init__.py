@@ -7,11 +7,14 @@ process or many::
     course-train vit --steps 2500 --out runs/vit                       # one process
     torchrun --nproc_per_node 2 -m course_lib.trainer vit --out runs/vit2   # two processes (DDP)
     course-train vit --out runs/vit --resume                           # continue after a crash
+    course-train vit --quick --out runs/try                            # seconds: a tiny model, 30 steps
 
 Pieces, each a small module:
 
 - :mod:`course_lib.trainer.checkpoint`: atomic checkpoints with a checksum, RNG states, the newest
   readable one found on resume.
+- :mod:`course_lib.trainer.config`: the configuration (defaults, a JSON or TOML file, the command line)
+  and :class:`ConfigError`, the one-line error of a mistake the user can fix.
 - :mod:`course_lib.trainer.data`: :class:`ShardedBatches`, a resumable stream of batches sharded across
   processes by ``DistributedSampler``.
 - :mod:`course_lib.trainer.distributed`: process group and device from ``torchrun``'s environment.
@@ -29,10 +32,11 @@ from course_lib.trainer.checkpoint import (
     rng_state,
     save_checkpoint,
 )
+from course_lib.trainer.config import ConfigError
 from course_lib.trainer.data import ShardedBatches
 from course_lib.trainer.distributed import DistributedContext, init_distributed
 
 __all__ = [
     "CorruptCheckpointError", "save_checkpoint", "load_checkpoint", "latest_checkpoint", "rng_state",
-    "restore_rng_state", "ShardedBatches", "DistributedContext", "init_distributed",
+    "restore_rng_state", "ShardedBatches", "DistributedContext", "init_distributed", "ConfigError",
 ]

@@ -4,7 +4,9 @@ Process ``rank`` of ``world_size`` takes every ``world_size``-th example of each
 (``DistributedSampler``, the same permutation on every process for one seed and epoch) and cuts its share
 into batches of ``batch_size``. The union of the N processes' k-th batches is then exactly the k-th batch of
 one process with batch ``N * batch_size``: the same examples, so the same computation. Incomplete batches at
-the end of an epoch are dropped (each process has the same number of batches).
+the end of an epoch are dropped (each process has the same number of batches). With gradient accumulation
+(``accumulate`` = k batches a step), an epoch holds a whole number of steps: k consecutive batches are then
+exactly one batch of ``k * batch_size`` cut in k.
 
 The stream remembers its position (epoch, batches taken in the epoch); :meth:`ShardedBatches.state_dict`
 and :meth:`~ShardedBatches.load_state_dict` let a resumed run continue with the very next batch. Batches
@@ -32,6 +34,7 @@ class ShardedBatches:
         seed: the seed of the shuffle (the same on every process).
         rank, world_size: this process and the number of processes (``torch.distributed``'s).
         shuffle: a new permutation every epoch (False: the dataset's order).
+        accumulate: batches per optimizer step (gradient accumulation); an epoch ends on a whole step.
 
     Example:
         >>> stream = ShardedBatches(list(range(10)), batch_size=2, collate_fn=list, seed=0, shuffle=False)
@@ -40,21 +43,25 @@ class ShardedBatches:
     """
 
     def __init__(self, dataset: Dataset | Sequence, batch_size: int, collate_fn: Callable[[list], Any],
-                 seed: int = 0, rank: int = 0, world_size: int = 1, shuffle: bool = True) -> None:
-        if batch_size < 1:
-            raise ValueError(f"ShardedBatches: batch_size must be >= 1, got {batch_size}")
+                 seed: int = 0, rank: int = 0, world_size: int = 1, shuffle: bool = True, accumulate: int = 1
+                 ) -> None:
+        if batch_size < 1 or accumulate < 1:
+            raise ValueError(f"ShardedBatches: batch_size and accumulate must be >= 1, got {batch_size} and "
+                             f"{accumulate}")
         self.dataset, self.batch_size, self.collate_fn = dataset, batch_size, collate_fn
+        self.accumulate = accumulate
         self.sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed,
                                           drop_last=True)
-        if len(self.sampler) < batch_size:
+        if len(self.sampler) < batch_size * accumulate:
             raise ValueError(f"ShardedBatches: {len(dataset)} examples over {world_size} process(es) give "
-                             f"{len(self.sampler)} per process, fewer than one batch of {batch_size}")
+                             f"{len(self.sampler)} per process, fewer than one step of {accumulate} batch(es) "
+                             f"of {batch_size}")
         self.epoch, self.position = 0, 0
 
     @property
     def batches_per_epoch(self) -> int:
-        """Full batches per epoch and process."""
-        return len(self.sampler) // self.batch_size
+        """Full batches per epoch and process (a multiple of ``accumulate``: an epoch ends on a whole step)."""
+        return len(self.sampler) // (self.batch_size * self.accumulate) * self.accumulate
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """The index lists of this process's batches in ``epoch``."""

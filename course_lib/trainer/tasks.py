@@ -14,7 +14,7 @@ command line, checkpoints, resume and many processes then work unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -22,7 +22,8 @@ from torch import nn
 
 from course_lib.training import Prediction, classification_step, translation_step
 
-__all__ = ["Setup", "Task", "TASKS", "TRANSLATE_DEFAULTS", "VIT_DEFAULTS", "build_translate", "build_vit"]
+__all__ = ["Setup", "Task", "TASKS", "TRANSLATE_DEFAULTS", "VIT_DEFAULTS", "TRANSLATE_QUICK", "VIT_QUICK",
+           "build_translate", "build_vit", "validate_translate"]
 
 
 @dataclass
@@ -42,17 +43,30 @@ class Setup:
 
 @dataclass(frozen=True)
 class Task:
-    """A name, its default configuration and the function that builds a :class:`Setup` from a configuration."""
+    """A name, its default configuration and the function that builds a :class:`Setup` from a configuration.
+
+    ``quick``: the keys that make a run of seconds (a tiny model, a few dozen steps) for ``--quick`` and
+    ``COURSE_SMOKE=1``. ``validate(config)`` raises a ValueError naming the keys of an inconsistent
+    configuration. ``schedule_keys``: the keys the learning-rate schedule is built from beyond those that never
+    change on resume (``steps`` for a decay that ends at the last step): a resumed run refuses a new value.
+    """
 
     name: str
     defaults: dict
     build: Callable[[dict, torch.device], Setup]
     help: str
+    quick: dict = field(default_factory=dict)
+    validate: Callable[[dict], None] | None = None
+    schedule_keys: tuple[str, ...] = ()
 
 
 # The run's own keys, common to every task.
-COMMON_DEFAULTS = dict(steps=0, seed=0, batch_size=0, clip_grad_norm=1.0, checkpoint_every=100,
+# batch_size is per process and per batch; a step takes `accumulate` batches (gradient accumulation).
+COMMON_DEFAULTS = dict(steps=0, seed=0, batch_size=0, accumulate=1, clip_grad_norm=1.0, checkpoint_every=100,
                        keep_checkpoints=2, amp="auto")
+
+# --quick and COURSE_SMOKE=1: a run of seconds that still crosses checkpoints (every 10 of 30 steps).
+COMMON_QUICK = dict(steps=30, checkpoint_every=10, batch_size=32)
 
 # Notebook 07's CONFIG (LONG_RUN = False), its corpus and its evaluation (greedy, 2 000 test numbers).
 TRANSLATE_DEFAULTS = {**COMMON_DEFAULTS, **dict(
@@ -64,29 +78,57 @@ TRANSLATE_DEFAULTS = {**COMMON_DEFAULTS, **dict(
     eval_size=2_000, eval_max_len=40,
 )}
 
+TRANSLATE_QUICK = {**COMMON_QUICK, **dict(
+    n_train=2_000, n_valid=0, n_test=100, max_number=9_999, bpe_vocab_size=60, d_model=32, num_heads=2,
+    num_layers=1, d_ff=64, warmup=10, eval_size=50,
+)}
+
 # Notebook 08's VIT_CONFIG and TRAIN, [CLS] pooling, 2 500 steps; evaluated on the 360 test digits.
 VIT_DEFAULTS = {**COMMON_DEFAULTS, **dict(
     steps=2_500, batch_size=128,
     image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=64, num_heads=4, num_layers=2, d_ff=128,
     dropout=0.0, pool="cls", lr=3e-3, weight_decay=0.05, warmup=50, label_smoothing=0.1, max_shift=1,
 )}
+VIT_QUICK = {**COMMON_QUICK, **dict(d_model=32, num_heads=2, num_layers=1, d_ff=64, warmup=5)}
+
+
+def validate_translate(config: dict) -> None:
+    """Data keys that go together: one training source (a TSV file, or two aligned files), one test source."""
+    for part in ("train", "test"):
+        tsv, src, tgt = (config[f"{part}_{kind}"] for kind in ("tsv", "src", "tgt"))
+        if tsv and (src or tgt):
+            raise ValueError(f"{part}_tsv and {part}_src/{part}_tgt both given ({tsv!r}, {src!r}, {tgt!r}): "
+                             f"set either the TSV file or the two aligned files")
+        if bool(src) != bool(tgt):
+            given, missing = (f"{part}_src", f"{part}_tgt") if src else (f"{part}_tgt", f"{part}_src")
+            raise ValueError(f"{given} = {config[given]!r} needs {missing} (the aligned file of the other "
+                             f"language)")
+    if (config["test_tsv"] or config["test_src"]) and not (config["train_tsv"] or config["train_src"]):
+        raise ValueError("test_tsv/test_src need training files too (train_tsv, or train_src and train_tgt): "
+                         "the number corpus brings its own test numbers")
+
+
+def _read_pairs(config: dict, part: str) -> tuple[list, str]:
+    """``part``'s pairs (``train`` or ``test``) from its TSV file or its two aligned files, and their origin."""
+    from course_lib.text import read_parallel_files, read_tsv_pairs
+
+    key = f"{part}_tsv" if config[f"{part}_tsv"] else f"{part}_src/{part}_tgt"
+    try:
+        if config[f"{part}_tsv"]:
+            return read_tsv_pairs(config[f"{part}_tsv"]), config[f"{part}_tsv"]
+        return read_parallel_files(config[f"{part}_src"], config[f"{part}_tgt"]), config[f"{part}_src"]
+    except (OSError, ValueError) as error:  # name the key too: the file alone may not say which setting it was
+        raise ValueError(f"{key}: {error}") from error
 
 
 def _translation_pairs(config: dict) -> tuple[list, list, str]:
     """Training and test pairs: the number corpus of notebook 07, or sentences from files."""
-    from course_lib.text import make_number_corpus, read_parallel_files, read_tsv_pairs, split_pairs
+    from course_lib.text import make_number_corpus, split_pairs
 
     if config["train_tsv"] or config["train_src"]:
-        if config["train_tsv"]:
-            pairs, origin = read_tsv_pairs(config["train_tsv"]), config["train_tsv"]
-        else:
-            if not config["train_tgt"]:
-                raise ValueError("course-train translate: train_src needs train_tgt (two aligned files)")
-            pairs, origin = read_parallel_files(config["train_src"], config["train_tgt"]), config["train_src"]
-        if config["test_tsv"]:
-            test = read_tsv_pairs(config["test_tsv"])
-        elif config["test_src"]:
-            test = read_parallel_files(config["test_src"], config["test_tgt"])
+        pairs, origin = _read_pairs(config, "train")
+        if config["test_tsv"] or config["test_src"]:
+            test, _ = _read_pairs(config, "test")
         else:  # cut the test pairs off the training file
             pairs, _, test = split_pairs(pairs, 0, min(config["n_test"], len(pairs) // 10 or 1), config["seed"])
         return pairs, test, f"{len(pairs)} training pairs from {origin}"
@@ -163,7 +205,10 @@ def build_vit(config: dict, device: torch.device) -> Setup:
 
 TASKS: dict[str, Task] = {
     "translate": Task("translate", TRANSLATE_DEFAULTS, build_translate,
-                      "notebook 07's Transformer: English number words -> German (or your own sentence pairs)"),
-    "vit": Task("vit", VIT_DEFAULTS, build_vit, "notebook 08's Vision Transformer on the 8x8 digits"),
+                      "notebook 07's Transformer: English number words -> German (or your own sentence pairs)",
+                      quick=TRANSLATE_QUICK, validate=validate_translate),
+    # The ViT's cosine decay reaches its floor at `steps`: a resumed run with another `steps` would reshape it.
+    "vit": Task("vit", VIT_DEFAULTS, build_vit, "notebook 08's Vision Transformer on the 8x8 digits",
+                quick=VIT_QUICK, schedule_keys=("steps",)),
     # "lm": a GPT-style language model registers here once course_lib has one (see the module docstring).
 }
