@@ -174,3 +174,20 @@ def test_right_outputs_without_the_computation_fail_on_the_gradients() -> None:
     status, message, *_ = _grade("multi_head_attention", Detached)
     assert status == "fail" and "gradient" in message, (status, message)
     assert _grade("multi_head_attention", reference)[0] == "pass"
+
+
+def test_scratch_folders_of_a_dead_run_are_removed_and_live_ones_kept(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from course_lib.grading.scratch import remove_stale
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"course-grade-lib-{int(dead.stdout)}-abc"
+    live = tmp_path / f"course-grade-job-{os.getpid()}-def"
+    other = tmp_path / "course-grade-notes"
+    for folder in (stale, live, other):
+        (folder / "course_lib").mkdir(parents=True)
+    assert remove_stale(tmp_path) == [stale]
+    assert not stale.exists() and live.exists() and other.exists()

@@ -15,7 +15,6 @@ import importlib
 import re
 import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from . import codec
 from . import policy as P
 from .libcopy import build_library
 from .parsing import MAX_SOURCE, parse_cell
+from .scratch import scratch_folder
 
 __all__ = ["ExerciseSpec", "CourseCopy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks", "find_course_copy",
            "defined_names", "assigned_names", "setup_imports", "parse_cell"]
@@ -150,7 +150,7 @@ class CourseCopy:
         set, removed at exit."""
         with self._lib_lock:
             if withheld not in self._libs:
-                folder = Path(tempfile.mkdtemp(prefix="course-grade-lib-"))
+                folder = scratch_folder("lib")
                 atexit.register(shutil.rmtree, folder, True)
                 own = self.checks_module and not self.checks_module.startswith("course_lib.")
                 build_library(folder, [self.specs[n].exercise.reference for n in sorted(withheld)],

@@ -26,7 +26,6 @@ import secrets
 import select
 import shutil
 import struct
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from . import codec
 from .cgroups import SandboxCgroup
 from .results import UntrustedData, parse_header
 from .sandbox import SandboxRun, command, unsandboxed_command
+from .scratch import scratch_folder
 
 __all__ = ["Limits", "Plan", "execute", "MAX_FRAMES"]
 
@@ -288,7 +288,7 @@ def execute(library: Callable[[frozenset[int]], Path], plan: Plan, limits: Limit
     ``library(withheld)`` gives the sandbox's library with the references of exercises ``withheld`` taken out;
     ``judge(number, answer, arrays)`` the verdict of one exercise from its answer.
     """
-    folder = Path(tempfile.mkdtemp(prefix="course-grade-"))
+    folder = scratch_folder("job")
     grading = _Grading(plan, limits, deadline, judge)
     starts = 0
     try:
