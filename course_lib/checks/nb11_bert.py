@@ -473,6 +473,7 @@ CLASSIFICATION_HEAD = register(Exercise(
     notebook=NOTEBOOK,
     points=2,
     reference=ClassificationHead,
+    train_mode=True,  # dropout's place shows only in training mode: the outputs there are compared too (seeded)
     summary="BERT's classifier: the [CLS] vector through the pooler (dense + tanh), dropout and a linear layer",
     **public_and_hidden(_head_cases),
     mistakes=[
