@@ -34,7 +34,7 @@ from .parsing import MAX_SOURCE, parse_cell
 from .scratch import scratch_folder
 
 __all__ = ["ExerciseSpec", "CourseCopy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks", "find_course_copy",
-           "defined_names", "assigned_names", "setup_imports", "parse_cell"]
+           "defined_names", "assigned_names", "setup_imports"]
 
 
 def defined_names(source: str) -> list[str]:
