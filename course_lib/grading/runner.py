@@ -161,12 +161,18 @@ MAX_CODE = 400_000
 
 def within_budget(cells: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], int]:
     """The code cells that fit in :data:`MAX_CODE` characters, in order (a cell that does not fit is skipped,
-    the smaller ones after it still read), and how many were skipped."""
+    the smaller ones after it still read), and how many were skipped. A cell over :data:`MAX_SOURCE` is never
+    parsed: only its beginning is kept (a regular expression finds what it defines, and its exercise is
+    reported as too large), at a small cost against the budget."""
     kept, used = [], 0
     for index, source in cells:
-        if used + len(source) <= MAX_CODE:
+        if len(source) > MAX_SOURCE:
+            source, cost = source[:MAX_SOURCE + 1], MAX_CODE // 200
+        else:
+            cost = len(source)
+        if used + cost <= MAX_CODE:
             kept.append((index, source))
-            used += len(source)
+            used += cost
     return kept, len(cells) - len(kept)
 
 
@@ -203,7 +209,7 @@ def _screen(spec: Any, cells: list[tuple[int, str]], result: ExerciseResult, cou
     result.cell = index + 1
     if len(source) > MAX_SOURCE:
         result.status = "error"
-        result.message = f"the exercise cell is too large ({len(source)} characters, over {MAX_SOURCE}): not run"
+        result.message = f"the exercise cell is too large (over {MAX_SOURCE} characters): not run"
         return None
     if is_stub(source, spec.stub):
         result.status, result.message = "not-implemented", "the exercise cell is still the stub"

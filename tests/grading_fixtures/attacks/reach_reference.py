@@ -1,4 +1,4 @@
-# expect: fail,error
+# expect: fail,error,forbidden
 # Class 1: reach the reference through modules hanging off allowed ones, builtins, stack frames and a fresh
 # copy of course_lib loaded from its file.
 import importlib.util
