@@ -86,7 +86,7 @@ def _snapshot(out: Path) -> dict[str, list[tuple]]:
 
 # --- the gradebook -------------------------------------------------------------------------------------
 
-def test_regrades_additions_and_overrides_never_touch_another_students_records(fake, tmp_path: Path) -> None:
+def test_regrades_additions_and_overrides_never_touch_another_students_records(fake, tmp_path: Path, capsys) -> None:
     subs, out = tmp_path / "subs", tmp_path / "out"
     paths = [_submit(subs, f"s{i}", a=(i % 4, 4)) for i in range(1, 11)]
     grade_many(paths, _config(), out, quiet=True)
@@ -128,6 +128,11 @@ def test_regrades_additions_and_overrides_never_touch_another_students_records(f
     with Gradebook(out / GRADEBOOK_NAME) as book:
         assert [s.why for s in book.history("s3")] == ["new", "changed", "regrade"]
         assert len({json.loads(row[-1])["seed"] for row in book.rows("submissions")}) == 1  # one seed throughout
+    capsys.readouterr()
+    assert main(["history", "--out", str(out), "s2"]) == 0
+    told = capsys.readouterr().out.splitlines()
+    assert [line.split("(")[1].split(")")[0] for line in told[:-1]] == ["new", "regrade"]
+    assert told[-1].endswith("s2 ex_a: 0.5 (typo in the task)")
 
 
 def test_records_cannot_be_rewritten_or_deleted(tmp_path: Path) -> None:

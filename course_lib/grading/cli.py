@@ -6,6 +6,7 @@
     course-grade hw/*.ipynb --out grades/ --source my_assignment/hw1.ipynb   # an instructor's own assignment
     course-grade override --out grades/ s042 fx_attend 2 --reason "cell order bug, checked by hand"
     course-grade export --out grades/ --partial-credit --deadline 2026-11-20T23:59Z --late-penalty 10%/day
+    course-grade history --out grades/ s042                       # every record of a student
 
 Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.gradebook`,
 records added, never rewritten) with its SHA-256; a later run grades only the submissions that are new or
@@ -155,6 +156,8 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
         students, problems = _students(paths, roster)
         for problem in problems:
             _say(quiet, f"roster: {problem.kind}: {problem.student or problem.file}: {problem.detail}")
+        for student in set(options.regrade_students) - set(students.values()):
+            _say(quiet, f"--regrade-student {student}: no submission of theirs among the files given")
         todo, unchanged = _todo(book, students, options)
         names = _report_names(book, [(p, s) for p, s, _ in todo])
         courses: dict[Path, CourseCopy] = {}
@@ -371,6 +374,26 @@ def _export(argv: list[str]) -> int:
     return 0
 
 
+def _history(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="course-grade history",
+                                     description="Every graded submission and override in the gradebook, oldest "
+                                                 "first (of one student, or of everyone).")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("student", nargs="?", default=None)
+    args = parser.parse_args(argv)
+    book = _book(args.out, parser, must_exist=True)
+    assert book is not None
+    with book:
+        for r in book.history(args.student):
+            print(f"#{r.id} {r.graded_at} {r.student}: {r.file} sha256 {r.sha256[:12]} ({r.why}) {r.status} "
+                  f"{r.total:g}/{r.max_total:g}")
+        for row in book.rows("overrides"):
+            if args.student in (None, row[1]):
+                points = "cleared" if row[3] is None else f"{row[3]:g}"
+                print(f"override {row[5]} {row[1]} {row[2]}: {points} ({row[4]})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``course-grade``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -378,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         return _override(argv[1:])
     if argv[:1] == ["export"]:
         return _export(argv[1:])
+    if argv[:1] == ["history"]:
+        return _history(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     paths: list[Path] = []

@@ -4,9 +4,10 @@
   ``ensure_ascii`` so that any string (a lone surrogate from an exception message included) is valid JSON;
 - ``<name>.md``: the same for a human. Every string that came from a submission (file name, messages,
   lines) is escaped for Markdown and HTML, so a message cannot draw a table, a heading or an ``<img>``;
-- ``grades.csv``: one row per submission and exercise; ``summary.csv``: one row per submission (a
-  gradebook). A cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first)
-  is prefixed with ``'``.
+- :func:`write_csv`: ``grades.csv`` (one row per report and exercise) and ``summary.csv`` (one row per
+  report) for a list of reports in hand. ``course-grade`` writes the class's files from its gradebook
+  instead (:mod:`course_lib.grading.exports`, with the same rows per exercise). A cell that a spreadsheet
+  would read as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) is prefixed with ``'``.
 
 Example (a fenced block, so that the API reference shows the tag as text instead of rendering it):
 
