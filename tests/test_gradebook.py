@@ -281,8 +281,7 @@ def test_partial_credit_and_late_penalty_are_the_instructors_choice_and_recorded
     assert main(["export", "--out", str(out), "--submission-times", str(times), "--quiet"]) == 0
     assert {r["student"]: r["total"] for r in _csv(out / "summary.csv")} == {"s1": "1.5", "s2": "3"}
     with Gradebook(out / GRADEBOOK_NAME) as book:
-        assert book.rule() == {"deadline": "2026-11-20T12:00Z", "partial_credit": True, "penalty": "10%/day",
-                               "times": "supplied"}
+        assert ScoringRule.from_dict(book.rule()) == ScoringRule(True, "2026-11-20T12:00Z", "10%/day", "supplied")
         exports = {row[0] for row in book.rows("finals")}
         assert len(exports) == 3
         assert ("s2", "(total)", 2.4) in {(r[2], r[3], r[5]) for r in book.rows("finals")}
@@ -309,6 +308,9 @@ def test_feedback_holds_no_seed_and_no_hidden_values_unless_asked(fake, tmp_path
     grade_many([path], config, out, quiet=True, options=ClassOptions(feedback_details=True, feedback_html=True))
     detailed = (out / "feedback" / next(p.stem for p in (out / "feedback").glob("*.md"))).with_suffix(".html")
     assert "expected" in detailed.read_text()  # asked for: the grader's message
+    detailed.unlink()
+    grade_many([path], config, out, quiet=True)  # the choices stay in force until changed
+    assert "expected" in detailed.read_text()
 
 
 # --- fair to honest students ---------------------------------------------------------------------------

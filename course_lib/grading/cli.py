@@ -57,9 +57,9 @@ class ClassOptions:
     regrade_students: tuple[str, ...] = ()
     rule: ScoringRule | None = None  # None: the rule the gradebook already holds
     times: dict[str, str] = field(default_factory=dict)  # supplied submission times, by student or file name
-    assignment: str = ""  # the LMS column's name (default: the notebook's id)
-    feedback_details: bool = False
-    feedback_html: bool = False
+    assignment: str = ""  # the LMS column's name ("": as recorded, at first the notebook's id)
+    feedback_details: bool | None = None  # None: as the gradebook records (off at first)
+    feedback_html: bool | None = None
 
 
 def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]) -> SubmissionReport:
@@ -190,18 +190,22 @@ def stored_roster(out: Path) -> Roster | None:
 def export(book: Gradebook, out: Path, options: ClassOptions, problems: list[RosterProblem] | None = None
            ) -> None:
     """Record the run's scoring rule and times, then rewrite every export and feedback file from ``book``."""
-    if options.rule is not None:
-        book.add_rule(options.rule.to_dict())
+    settings = {**(book.rule() or {}), **(options.rule.to_dict() if options.rule is not None else {})}
+    for key in ("feedback_details", "feedback_html", "assignment"):
+        if getattr(options, key) not in (None, ""):
+            settings[key] = getattr(options, key)
+    book.add_rule(settings)
     if options.times:
         book.add_times(options.times, "supplied")
-    rule = ScoringRule.from_dict(book.rule())
+    rule = ScoringRule.from_dict(settings)
     roster = options.roster or stored_roster(out)
     with _export_lock(out):
         current = book.current()
-        assignment = options.assignment or next((r.notebook for r in current.values() if r.notebook), "assignment")
+        assignment = settings.get("assignment") or next((r.notebook for r in current.values() if r.notebook),
+                                                         "assignment")
         write_exports(book, out, roster, rule, assignment, problems)
-        write_feedback(class_table(book, roster, rule), out / "feedback", rule, options.feedback_details,
-                       options.feedback_html)
+        write_feedback(class_table(book, roster, rule), out / "feedback", rule,
+                       bool(settings.get("feedback_details")), bool(settings.get("feedback_html")))
 
 
 # --- the command line -----------------------------------------------------------------------------------
@@ -221,10 +225,13 @@ def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--submission-times", default=None,
                        help="'mtime' (the files' modification times) or a CSV with columns student (or file) "
                             "and submitted_at (ISO 8601)")
-    group.add_argument("--assignment", default="", help="the LMS column's name (default: the notebook's id)")
-    group.add_argument("--feedback-details", action="store_true",
-                       help="put the grader's messages in the students' feedback (they may show hidden values)")
-    group.add_argument("--feedback-html", action="store_true", help="also write feedback/<student>.html")
+    group.add_argument("--assignment", default="",
+                       help="the LMS column's name (default: the notebook's id); kept for later runs")
+    group.add_argument("--feedback-details", action=argparse.BooleanOptionalAction, default=None,
+                       help="put the grader's messages in the students' feedback (they may show hidden values); "
+                            "kept for later runs")
+    group.add_argument("--feedback-html", action=argparse.BooleanOptionalAction, default=None,
+                       help="also write feedback/<student>.html; kept for later runs")
 
 
 def _parser() -> argparse.ArgumentParser:

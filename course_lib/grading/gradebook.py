@@ -11,7 +11,8 @@ rewrite an earlier one. What counts is the latest record:
 - ``overrides``: the instructor's points for one student's exercise, with a reason (``points`` NULL clears
   it); the latest per student and exercise applies, whatever is regraded afterwards;
 - ``times``: submission times supplied by the instructor (the latest per student applies);
-- ``rules``: the scoring rule (partial credit, deadline, late penalty; :mod:`course_lib.grading.scoring`);
+- ``rules``: the scoring rule (partial credit, deadline, late penalty; :mod:`course_lib.grading.scoring`)
+  and the feedback settings, in force until the next record;
 - ``finals``: every export's final points per student and exercise, as they were exported;
 - ``meta``: the gradebook's seed of the hidden cases (drawn once, so that every run grades every student on
   the same hidden cases) and its schema version.

@@ -79,7 +79,8 @@ class ScoringRule:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> ScoringRule:
-        return cls(**data) if data else cls()
+        """The rule from its recorded form (other settings recorded beside it are ignored)."""
+        return cls(**{k: v for k, v in (data or {}).items() if k in cls.__dataclass_fields__})
 
     def describe(self) -> str:
         """One line for the reports: what the rule does."""
