@@ -327,3 +327,10 @@ def test_saved_outputs_do_not_count_against_the_limit(tmp_path: Path) -> None:
     got, cells, digest, problem = read_submission(path, 20 << 20)
     assert problem == "" and cells == [(0, "x = 1")] and digest == file_sha256(path)
     assert "over the grader's limit" in read_submission(path, 20 << 20, max_file_bytes=16 << 20)[3]
+
+
+def test_two_files_of_one_name_in_two_folders_are_two_students(fake, tmp_path: Path) -> None:
+    paths = [_submit(tmp_path / "a", "hw1"), _submit(tmp_path / "b", "hw1", a=(0, 4))]
+    grade_many(paths, _config(), tmp_path / "out", quiet=True)
+    totals = sorted(r["total"] for r in _csv(tmp_path / "out" / "summary.csv"))
+    assert totals == ["2", "3"] and len(list((tmp_path / "out").glob("*.json"))) == 2

@@ -27,6 +27,7 @@ import fcntl
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -90,10 +91,13 @@ def _mtime(path: Path) -> str:
 
 
 def _students(paths: list[Path], roster: Roster | None) -> tuple[dict[Path, str], list[RosterProblem]]:
-    """The gradebook key of every submission: the roster's student id, else the file's name without .ipynb."""
-    if roster is None:
-        return {p: display_name(p.name).removesuffix(".ipynb") for p in paths}, []
-    names = {display_name(p.name): p for p in paths}
+    """The gradebook key of every submission: the roster's student id, else the file's name without .ipynb
+    (the path as given when two files share a name)."""
+    twice = {k for k, n in Counter(display_name(p.name) for p in paths).items() if n > 1}
+    labels = {p: display_name(p) if display_name(p.name) in twice else display_name(p.name) for p in paths}
+    if roster is None:  # a/x.ipynb and b/x.ipynb keep their paths as keys
+        return {p: label.removesuffix(".ipynb") for p, label in labels.items()}, []
+    names = {label: p for p, label in labels.items()}
     newest = sorted(names, key=lambda n: os.lstat(names[n]).st_mtime if names[n].exists() else 0, reverse=True)
     match = roster.match(list(names), newest)
     return {names[f]: key for f, key in match.students.items()}, match.problems
