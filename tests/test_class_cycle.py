@@ -24,6 +24,7 @@ from nbtools import load
 from course_lib.exercises.notebooks import exercise_cells, solve
 from course_lib.grading.cli import main
 from course_lib.grading.gradebook import GRADEBOOK_NAME, Gradebook
+from course_lib.grading.runner import GradeConfig, grade_submission
 from course_lib.grading.sandbox import SandboxUnavailable, probe
 
 FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
@@ -174,3 +175,18 @@ def test_a_class_graded_end_to_end(tmp_path: Path, capsys) -> None:
     assert instructor["seed"] == seed
     print(f"\nclass cycle: 10 submissions graded in {first_s:.1f} s; 1 changed, graded again in {second_s:.1f} s "
           "(beside other work)")
+
+
+@pytest.mark.slow
+def test_a_solved_notebook_saved_with_26_mb_of_outputs_earns_full_marks(tmp_path: Path) -> None:
+    """The size limit is on the code that runs: outputs saved in the notebook (here 26 MB) do not count."""
+    try:
+        probe()
+    except SandboxUnavailable as err:
+        pytest.skip(str(err))
+    nb = _large_outputs(solve(load(ROOT / "notebooks" / "00_welcome.ipynb")), 26)
+    path = tmp_path / "00_welcome_with_outputs.ipynb"
+    nbformat.write(nb, path)
+    assert path.stat().st_size > 26 << 20
+    report = grade_submission(path, GradeConfig(seed=0, cell_timeout=20.0))  # the default limit: 20 MB of code
+    assert report.status == "graded" and report.total == report.max_total == 1, report.message
