@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .gradebook import Gradebook, Override, SubmissionRecord
-from .report import _long_rows, csv_safe
+from .report import csv_safe, long_rows
 from .roster import UNMATCHED, Roster, RosterProblem, Student
 from .runner import ExerciseResult, SubmissionReport
 from .scoring import ScoringRule, exercise_points, late_factor
@@ -165,7 +165,7 @@ def _long(table: list[StudentRow]) -> Iterable[list[Any]]:
             continue
         lines = {e.exercise: e for e in row.exercises}
         name = row.student.name if row.student else ""
-        for entry in _long_rows(row.submission.report_name, row.report):
+        for entry in long_rows(row.submission.report_name, row.report):
             line = lines.get(entry["exercise"])
             entry.update(student=row.key, name=name, total=_g(row.total), max_total=_g(row.max_total),
                          score=_g(line.points) if line else entry["score"],
