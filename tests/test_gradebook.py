@@ -150,29 +150,40 @@ def test_records_cannot_be_rewritten_or_deleted(tmp_path: Path) -> None:
 
 
 _WRITER = """
-import json, sys
+import sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import test_gradebook as T
 from course_lib.grading import cli
-cli.grade_submission = T.fake_grade
+
+
+def slow_fake(path, config, courses=None):
+    time.sleep(0.1)  # long enough for the two runs to interleave their writes
+    return T.fake_grade(path, config, courses)
+
+
+cli.grade_submission = slow_fake
 paths = [T._submit(Path({subs!r}), f"{prefix}{{i}}") for i in range(12)]
-start = float({start!r})
-import time
-time.sleep(max(0.0, start - time.time()))
+Path({ready!r}).touch()
+while len(list(Path({ready!r}).parent.glob("ready-*"))) < 2:  # both processes have imported torch
+    time.sleep(0.01)
+started = time.time()
 cli.grade_many(paths, T.GradeConfig(sandbox=False), Path({out!r}), quiet=True, jobs=2)
+print(started, time.time())
 """
 
 
 def test_two_runs_into_one_folder_at_once_lose_no_update(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    start = time.time() + 6  # both processes import torch first, then start grading together
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER.format(tests=str(ROOT / "tests"), subs=str(tmp_path / p),
-                                                                    prefix=p, start=start, out=str(out))],
-                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for p in ("a", "b")]
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER.format(
+        tests=str(ROOT / "tests"), subs=str(tmp_path / p), prefix=p, ready=str(tmp_path / f"ready-{p}"),
+        out=str(out))], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for p in ("a", "b")]
+    spans = []
     for proc in procs:
-        _, err = proc.communicate(timeout=300)
+        said, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err.decode()[-2000:]
+        spans.append([float(x) for x in said.split()[-2:]])
+    assert max(s for s, _ in spans) < min(e for _, e in spans), spans  # the two runs overlapped
     with Gradebook(out / GRADEBOOK_NAME) as book:
         assert len(book.current()) == 24 and len(book.rows("grades")) == 48
     assert len(_csv(out / "summary.csv")) == 24  # the export written last saw both runs' grades
