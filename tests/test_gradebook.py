@@ -147,6 +147,11 @@ def test_records_cannot_be_rewritten_or_deleted(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(Exception, match="reason"):
         Gradebook(tmp_path / GRADEBOOK_NAME).add_override("s1", "ex_a", 1.0, "  ")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / GRADEBOOK_NAME).write_text("not a database, a spreadsheet someone saved over it")
+    with pytest.raises(SystemExit) as stopped:
+        main(["export", "--out", str(tmp_path / "other"), "--quiet"])
+    assert stopped.value.code == 2
 
 
 _WRITER = """
