@@ -158,8 +158,10 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
             _say(quiet, "--seed differs from the gradebook's seed: this run's hidden cases differ from earlier runs'")
         roster = options.roster or stored_roster(out)
         students, problems = _students(paths, roster)
-        for problem in problems:
-            _say(quiet, f"roster: {problem.kind}: {problem.student or problem.file}: {problem.detail}")
+        graded_before = book.current()
+        for problem in problems:  # a student missing from this run but graded before is not missing
+            if problem.kind != "missing" or problem.student not in graded_before:
+                _say(quiet, f"roster: {problem.kind}: {problem.student or problem.file}: {problem.detail}")
         for student in set(options.regrade_students) - set(students.values()):
             _say(quiet, f"--regrade-student {student}: no submission of theirs among the files given")
         todo, unchanged = _todo(book, students, options)
