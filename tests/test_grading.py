@@ -271,7 +271,9 @@ def test_unreadable_submissions_are_described_not_raised(tmp_path: Path) -> None
     assert check_source("x = 1\0", stable_softmax, NAMESPACE)[0].kind == "syntax"
     big = tmp_path / "big.ipynb"
     big.write_bytes(b" " * (2 << 20))
-    assert "over the grader's limit" in read_submission(big, 1 << 20)[3]
+    assert "over the grader's limit" in read_submission(big, 1 << 20, max_file_bytes=1 << 20)[3]
+    big.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1\n" * 200_000, "outputs": []}]}))
+    assert "over the grader's limit of 1 MB on executed code" in read_submission(big, 1 << 20)[3]
     fifo = tmp_path / "fifo.ipynb"
     os.mkfifo(fifo)
     assert "not a regular file" in read_submission(fifo, 1 << 20)[3]  # returns at once: never opened to read
@@ -288,7 +290,8 @@ def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Pa
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "00_welcome_malformed.ipynb").write_text("{ this is not json")
-    (subs / "00_welcome_huge.ipynb").write_bytes(b"{" + b" " * (300 << 10) + b"}")
+    (subs / "00_welcome_huge.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [],
+                                                                      "source": "x = 1\n" * 60_000}]}))
     _write(load(NB00), subs, "00_welcome_stub")
     out = tmp_path / "out"
     assert main([str(subs), "--out", str(out), "--max-mb", "0.25", "--quiet", "--jobs", "2"]) == 0

@@ -10,6 +10,10 @@ runner inside it), :mod:`~course_lib.grading.executor` (time limits, restarts),
 :mod:`~course_lib.grading.codec` and :mod:`~course_lib.grading.results` (plain arrays in and out, read with
 limits), :mod:`~course_lib.grading.judge` (the verdicts), :mod:`~course_lib.grading.policy` (an early, friendly
 static check), :mod:`~course_lib.grading.report` (JSON, Markdown, CSV) and :mod:`~course_lib.grading.cli`.
+For a class: :mod:`~course_lib.grading.gradebook` (SQLite, records never rewritten),
+:mod:`~course_lib.grading.roster` (files to students), :mod:`~course_lib.grading.scoring` (partial credit, late
+penalty), :mod:`~course_lib.grading.exports` (CSV, Canvas, Moodle) and :mod:`~course_lib.grading.handback`
+(feedback for students).
 
 Example:
     >>> from pathlib import Path

@@ -1,30 +1,66 @@
-"""``course-grade``: grade submitted notebooks; write a report per submission and a CSV for the class.
+"""``course-grade``: grade submitted notebooks into a gradebook; export it; override a grade.
 
-    course-grade submissions/*.ipynb --out grades/
-    course-grade alice.ipynb bob.ipynb --out grades/ --timeout-cell 20 --timeout-total 120 --memory-mb 1024
+    course-grade submissions/ --out grades/                       # grade what is new or changed
+    course-grade submissions/ --out grades/ --roster roster.csv   # students, not file names; LMS files
+    course-grade submissions/ --out grades/ --regrade-student s042   # that student again, nobody else
     course-grade hw/*.ipynb --out grades/ --source my_assignment/hw1.ipynb   # an instructor's own assignment
+    course-grade override --out grades/ s042 fx_attend 2 --reason "cell order bug, checked by hand"
+    course-grade export --out grades/ --partial-credit --deadline 2026-11-20T23:59Z --late-penalty 10%/day
+    course-grade history --out grades/ s042                       # every record of a student
 
-For each submission it writes ``<name>.json`` and ``<name>.md``; for the class ``grades.csv`` (one row per
-submission and exercise) and ``summary.csv`` (one row per submission). The grader runs every submission in a
-bubblewrap sandbox (no network, its own processes, a private disk, the course's references withheld) with
-time and memory limits, and compares the results in its own process; see docs/grading.md.
+Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.gradebook`,
+records added, never rewritten) with its SHA-256; a later run grades only the submissions that are new or
+changed (another hash) unless ``--regrade`` or ``--regrade-student``. Per submission it writes
+``<name>.json`` (everything, the seed included: for the instructor) and ``<name>.md``; after each run every
+export is rewritten from the gradebook (:mod:`course_lib.grading.exports`: ``grades.csv``, ``summary.csv``,
+with a roster ``canvas.csv``, ``moodle.csv``, ``plain.csv``, ``roster_problems.csv``) and one feedback file
+per student in ``<out>/feedback/`` (:mod:`course_lib.grading.handback`). The grader runs every submission in
+a bubblewrap sandbox (see docs/grading.md).
 Exit status: 0 when every report was written (whatever the scores), 2 for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import fcntl
+import os
 import sys
 import time
+from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from .report import report_name, write_csv, write_json, write_markdown
+from .exports import class_table, report_from_dict, write_exports
+from .gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
+from .handback import write_feedback
+from .report import report_name, write_json, write_markdown
+from .roster import Roster, RosterError, RosterProblem, read_roster
 from .runner import CourseCopy, GradeConfig, SubmissionReport, grade_submission
 from .sandbox import SandboxUnavailable, probe
-from .submission import display_name
+from .scoring import ScoringRule, parse_time
+from .submission import display_name, file_sha256
 
-__all__ = ["main", "grade_many"]
+__all__ = ["main", "grade_many", "ClassOptions", "export", "stored_roster"]
+
+ROSTER_COPY = "roster.csv"
+
+
+@dataclass
+class ClassOptions:
+    """What ``course-grade`` does beyond grading: students, incremental runs, scoring, feedback."""
+
+    roster: Roster | None = None
+    regrade: bool = False
+    regrade_students: tuple[str, ...] = ()
+    rule: ScoringRule | None = None  # None: the rule the gradebook already holds
+    times: dict[str, str] = field(default_factory=dict)  # supplied submission times, by student or file name
+    assignment: str = ""  # the LMS column's name ("": as recorded, at first the notebook's id)
+    feedback_details: bool | None = None  # None: as the gradebook records (off at first)
+    feedback_html: bool | None = None
 
 
 def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]) -> SubmissionReport:
@@ -36,41 +72,179 @@ def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCop
                                 message=f"the grader failed: {type(err).__name__}: {err}")
 
 
-def _save(path: Path, report: SubmissionReport, out: Path, taken: set[str], quiet: bool) -> str:
-    """Write one submission's JSON and Markdown reports; returns their base name."""
-    name = report_name(display_name(path), taken)
-    write_json(report, out / f"{name}.json")
-    write_markdown(report, out / f"{name}.md")
+@contextmanager
+def _export_lock(out: Path) -> Iterator[None]:
+    """One process at a time reads the gradebook and rewrites the exports (the last one sees every grade)."""
+    with open(out / ".gradebook.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _mtime(path: Path) -> str:
+    try:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.lstat(path).st_mtime))
+    except OSError:
+        return ""
+
+
+def _students(paths: list[Path], roster: Roster | None) -> tuple[dict[Path, str], list[RosterProblem]]:
+    """The gradebook key of every submission: the roster's student id, else the file's name without .ipynb
+    (the path as given when two files share a name)."""
+    twice = {k for k, n in Counter(display_name(p.name) for p in paths).items() if n > 1}
+    labels = {p: display_name(p) if display_name(p.name) in twice else display_name(p.name) for p in paths}
+    if roster is None:  # a/x.ipynb and b/x.ipynb keep their paths as keys
+        return {p: label.removesuffix(".ipynb") for p, label in labels.items()}, []
+    names = {label: p for p, label in labels.items()}
+    newest = sorted(names, key=lambda n: os.lstat(names[n]).st_mtime if names[n].exists() else 0, reverse=True)
+    match = roster.match(list(names), newest)
+    return {names[f]: key for f, key in match.students.items()}, match.problems
+
+
+def _report_names(book: Gradebook, todo: list[tuple[Path, str]]) -> dict[Path, str]:
+    """A stable report name per submission (a student's file keeps its name from run to run), never a name
+    another student's current reports use."""
+    current = book.current()
+    regraded = {student for _, student in todo}
+    taken = {r.report_name for student, r in current.items() if student not in regraded}
+    names = {}
+    for path, student in todo:
+        record = current.get(student)
+        if record is not None and record.file == display_name(path.name) and record.report_name not in taken:
+            names[path] = record.report_name
+            taken.add(record.report_name)
+        else:
+            names[path] = report_name(display_name(path), taken)
+    return names
+
+
+def _todo(book: Gradebook, students: dict[Path, str], options: ClassOptions) -> tuple[list[tuple[Path, str, str]],
+                                                                                    list[Path]]:
+    """``([(path, student, why)], unchanged paths)``: what must be graded, and why (new, changed, regrade)."""
+    current = book.current()
+    todo, unchanged = [], []
+    for path, student in students.items():
+        digest, record = file_sha256(path), current.get(student)
+        if options.regrade or student in options.regrade_students:
+            todo.append((path, student, "regrade"))
+        elif record is None:
+            todo.append((path, student, "new"))
+        elif record.sha256 != digest or not digest or record.file != display_name(path.name):
+            todo.append((path, student, "changed"))
+        else:
+            unchanged.append(path)
+    return todo, unchanged
+
+
+def _say(quiet: bool, text: str) -> None:
     if not quiet:
-        print(f"{display_name(path)!r}: {report.total:g}/{report.max_total:g} ({report.elapsed_s:.1f} s) -> "
-              f"{out / name}.md", flush=True)
-    return name
+        print(text, flush=True)
 
 
-def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1, quiet: bool = False
-               ) -> list[SubmissionReport]:
-    """Grade every submission, write all reports into ``out``; return the reports in the order given."""
+def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1, quiet: bool = False,
+               options: ClassOptions | None = None) -> list[SubmissionReport]:
+    """Grade the new or changed submissions into the gradebook in ``out``, rewrite the exports and feedback;
+    return every given submission's report (graded now, or the gradebook's current one), in the order given."""
+    options = options or ClassOptions()
     out.mkdir(parents=True, exist_ok=True)
-    config.resolved_seed()  # one secret seed for the whole run: every student gets the same hidden cases
-    taken: set[str] = set()
-    named: list[tuple[str, SubmissionReport]] = []
-    courses: dict[Path, CourseCopy] = {}
-    # Threads, not processes: the work is waiting for sandboxes (each its own processes), and the threads
-    # share the course copies, their hidden cases and reference outputs.
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(_grade_safely, p, config, courses) for p in paths]
-        for path, future in zip(paths, futures, strict=True):
-            report = future.result()
-            named.append((_save(path, report, out, taken, quiet), report))
-    write_csv(named, out)
-    return [r for _, r in named]
+    with Gradebook(out / GRADEBOOK_NAME) as book:
+        explicit = config.seed is not None
+        stored = book.seed(config.resolved_seed())  # one secret seed per gradebook: the same hidden cases for all
+        if not explicit:
+            config.seed = stored
+        elif stored != config.seed:
+            _say(quiet, "--seed differs from the gradebook's seed: this run's hidden cases differ from earlier runs'")
+        roster = options.roster or stored_roster(out)
+        students, problems = _students(paths, roster)
+        graded_before = book.current()
+        for problem in problems:  # a student missing from this run but graded before is not missing
+            if problem.kind != "missing" or problem.student not in graded_before:
+                _say(quiet, f"roster: {problem.kind}: {problem.student or problem.file}: {problem.detail}")
+        for student in set(options.regrade_students) - set(students.values()):
+            _say(quiet, f"--regrade-student {student}: no submission of theirs among the files given")
+        todo, unchanged = _todo(book, students, options)
+        names = _report_names(book, [(p, s) for p, s, _ in todo])
+        courses: dict[Path, CourseCopy] = {}
+        graded: dict[Path, SubmissionReport] = {}
+        # Threads, not processes: the work is waiting for sandboxes (each its own processes), and the threads
+        # share the course copies, their hidden cases and reference outputs.
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            futures = [(p, s, why, pool.submit(_grade_safely, p, config, courses)) for p, s, why in todo]
+            for path, student, why, future in futures:
+                report = future.result()
+                write_json(report, out / f"{names[path]}.json")
+                write_markdown(report, out / f"{names[path]}.md")
+                book.add_submission(student, display_name(path.name), report, names[path], why, _mtime(path))
+                graded[path] = report
+                _say(quiet, f"{display_name(path)!r} ({student}, {why}): {report.total:g}/{report.max_total:g} "
+                            f"({report.elapsed_s:.1f} s) -> {out / names[path]}.md")
+        if unchanged:
+            _say(quiet, f"unchanged since graded (same SHA-256), not regraded: {len(unchanged)}")
+        export(book, out, options, problems)
+        current = book.current()
+        return [graded[p] if p in graded else report_from_dict(book.report(current[students[p]].id))
+                for p in paths]
+
+
+def stored_roster(out: Path) -> Roster | None:
+    """The roster kept in ``out`` by an earlier ``--roster`` (so that every run maps files the same way)."""
+    return read_roster(out / ROSTER_COPY) if (out / ROSTER_COPY).is_file() else None
+
+
+def export(book: Gradebook, out: Path, options: ClassOptions, problems: list[RosterProblem] | None = None
+           ) -> None:
+    """Record the run's scoring rule and times, then rewrite every export and feedback file from ``book``."""
+    settings = {**(book.rule() or {}), **(options.rule.to_dict() if options.rule is not None else {})}
+    for key in ("feedback_details", "feedback_html", "assignment"):
+        if getattr(options, key) not in (None, ""):
+            settings[key] = getattr(options, key)
+    book.add_rule(settings)
+    if options.times:
+        book.add_times(options.times, "supplied")
+    rule = ScoringRule.from_dict(settings)
+    roster = options.roster or stored_roster(out)
+    with _export_lock(out):
+        current = book.current()
+        assignment = settings.get("assignment") or next((r.notebook for r in current.values() if r.notebook),
+                                                         "assignment")
+        write_exports(book, out, roster, rule, assignment, problems)
+        write_feedback(class_table(book, roster, rule), out / "feedback", rule,
+                       bool(settings.get("feedback_details")), bool(settings.get("feedback_html")))
+
+
+# --- the command line -----------------------------------------------------------------------------------
+
+def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scoring, exports and feedback (recorded in the gradebook)")
+    group.add_argument("--roster", type=Path, default=None,
+                       help="CSV of the class (id, name, login, email, ...): submissions become students; a "
+                            "copy is kept in --out for later runs")
+    group.add_argument("--partial-credit", action="store_true", default=None,
+                       help="points per hidden case passed for a failed exercise (default: all or nothing)")
+    group.add_argument("--all-or-nothing", dest="partial_credit", action="store_false",
+                       help="back to all or nothing per exercise")
+    group.add_argument("--deadline", default=None, help="ISO 8601 time, e.g. 2026-11-20T23:59Z (UTC if no zone)")
+    group.add_argument("--late-penalty", default=None,
+                       help="share of the total lost when late: '10%%/day', '2%%/hour' (per started unit), '50%%'")
+    group.add_argument("--submission-times", default=None,
+                       help="'mtime' (the files' modification times) or a CSV with columns student (or file) "
+                            "and submitted_at (ISO 8601)")
+    group.add_argument("--assignment", default="",
+                       help="the LMS column's name (default: the notebook's id); kept for later runs")
+    group.add_argument("--feedback-details", action=argparse.BooleanOptionalAction, default=None,
+                       help="put the grader's messages in the students' feedback (they may show hidden values); "
+                            "kept for later runs")
+    group.add_argument("--feedback-html", action=argparse.BooleanOptionalAction, default=None,
+                       help="also write feedback/<student>.html; kept for later runs")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course-grade", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("submissions", nargs="+", type=Path, help="submitted .ipynb files (or folders of them)")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the reports and CSV files")
+    parser.add_argument("--out", type=Path, required=True, help="folder of the gradebook, reports and exports")
     parser.add_argument("--source", type=Path, default=None,
                         help="the course's (or your assignment's) copy of the notebook; default: found from the "
                              "submission among the course's notebooks")
@@ -78,10 +252,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout-total", type=float, default=300.0, help="seconds per submission (default 300)")
     parser.add_argument("--memory-mb", type=int, default=1024, help="memory limit of the kernel (default 1024)")
     parser.add_argument("--seed", type=int, default=None,
-                        help="seed of the hidden cases (default: a secret random seed per run, recorded in the "
-                             "JSON reports)")
-    parser.add_argument("--max-mb", type=float, default=20.0, help="largest submission file read (default 20 MB)")
+                        help="seed of the hidden cases (default: a secret random seed drawn once per gradebook, "
+                             "recorded in it and in the JSON reports)")
+    parser.add_argument("--max-mb", type=float, default=20.0,
+                        help="largest total source of a submission's code cells (default 20 MB); saved outputs "
+                             "do not count (a file over 256 MB is not read)")
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
+    parser.add_argument("--regrade", action="store_true", help="grade every given submission, changed or not")
+    parser.add_argument("--regrade-student", action="append", default=[], metavar="ID",
+                        help="grade this student's submission again even if unchanged (repeatable)")
     parser.add_argument("--allow-module", action="append", default=[],
                         help="a further module exercise cells may import (repeatable)")
     parser.add_argument("--no-policy", action="store_true",
@@ -90,11 +269,153 @@ def _parser() -> argparse.ArgumentParser:
                         help="run submissions without the bubblewrap sandbox (NOT for untrusted code; every report "
                              "says so)")
     parser.add_argument("--quiet", action="store_true")
+    _scoring_arguments(parser)
     return parser
 
 
+def _read_times(path: Path, students: dict[Path, str] | None = None) -> dict[str, str]:
+    """Supplied submission times: a CSV with ``student`` (or ``file``) and ``submitted_at`` columns."""
+    by_file = {display_name(p.name): s for p, s in (students or {}).items()}
+    times = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        for row in csv.DictReader(f):
+            who = (row.get("student") or "").strip() or by_file.get((row.get("file") or "").strip(), "")
+            when = (row.get("submitted_at") or "").strip()
+            if who and when:
+                parse_time(when)
+                times[who] = when
+    return times
+
+
+def _options(args: argparse.Namespace, parser: argparse.ArgumentParser, book: Gradebook | None) -> ClassOptions:
+    """The class options of a run (or of ``export``): the rule merges the options given with the one in force."""
+    roster = None
+    try:
+        if args.roster is not None:
+            roster = read_roster(args.roster)
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / ROSTER_COPY).write_bytes(args.roster.read_bytes())
+        else:
+            roster = stored_roster(args.out)
+    except (RosterError, OSError) as err:
+        parser.error(str(err))
+    rule = ScoringRule.from_dict(book.rule() if book is not None else None)
+    changes = {k: v for k, v in (("partial_credit", args.partial_credit), ("deadline", args.deadline),
+                                 ("penalty", args.late_penalty)) if v is not None}
+    times: dict[str, str] = {}
+    if args.submission_times == "mtime":
+        changes["times"] = "mtime"
+    elif args.submission_times:
+        changes["times"] = "supplied"
+        paths = getattr(args, "paths", [])
+        try:
+            times = _read_times(Path(args.submission_times), _students(paths, roster)[0] if paths else None)
+        except (OSError, ValueError) as err:
+            parser.error(f"--submission-times: {err}")
+    try:
+        rule = ScoringRule(**{**rule.to_dict(), **changes})
+    except ValueError as err:
+        parser.error(str(err))
+    return ClassOptions(roster=roster, regrade=getattr(args, "regrade", False),
+                        regrade_students=tuple(getattr(args, "regrade_student", [])), rule=rule, times=times,
+                        assignment=args.assignment, feedback_details=args.feedback_details,
+                        feedback_html=args.feedback_html)
+
+
+def _book(out: Path, parser: argparse.ArgumentParser, must_exist: bool = False) -> Gradebook | None:
+    if must_exist and not (out / GRADEBOOK_NAME).is_file():
+        parser.error(f"--out {out}: no gradebook there ({GRADEBOOK_NAME}); grade into it first")
+    if not (out / GRADEBOOK_NAME).is_file():
+        return None
+    try:
+        return Gradebook(out / GRADEBOOK_NAME)
+    except GradebookError as err:
+        parser.error(str(err))
+    return None
+
+
+def _override(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="course-grade override",
+                                     description="Set a student's points for one exercise, with a reason (kept "
+                                                 "through every regrade; --clear removes it).")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("student")
+    parser.add_argument("exercise")
+    parser.add_argument("points", nargs="?", type=float, default=None)
+    parser.add_argument("--reason", required=True)
+    parser.add_argument("--clear", action="store_true", help="remove the override in force")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    if (args.points is None) != args.clear:
+        parser.error("give POINTS, or --clear without points")
+    book = _book(args.out, parser, must_exist=True)
+    assert book is not None
+    with book:
+        record = book.current().get(args.student)
+        if record is None:
+            parser.error(f"student {args.student!r}: not in the gradebook (students: "
+                         f"{', '.join(list(book.current())[:20])})")
+        exercises = {g.exercise: g.max for g in book.grades(record.id)}
+        if args.exercise not in exercises:
+            parser.error(f"exercise {args.exercise!r}: expected one of {list(exercises)}")
+        if args.points is not None and not 0 <= args.points <= exercises[args.exercise]:
+            parser.error(f"points: expected 0 to {exercises[args.exercise]:g}, got {args.points:g}")
+        try:
+            book.add_override(args.student, args.exercise, args.points, args.reason)
+        except GradebookError as err:
+            parser.error(str(err))
+        export(book, args.out, ClassOptions())
+    _say(args.quiet, f"override recorded: {args.student} {args.exercise} -> "
+                     f"{'cleared' if args.clear else f'{args.points:g}'} ({args.reason}); exports rewritten")
+    return 0
+
+
+def _export(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="course-grade export",
+                                     description="Rewrite the exports and feedback from the gradebook, with a "
+                                                 "scoring rule (recorded in the gradebook from now on).")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quiet", action="store_true")
+    _scoring_arguments(parser)
+    args = parser.parse_args(argv)
+    book = _book(args.out, parser, must_exist=True)
+    assert book is not None
+    with book:
+        options = _options(args, parser, book)
+        export(book, args.out, options)
+        _say(args.quiet, f"exports rewritten in {args.out}/ ({options.rule.describe() if options.rule else ''})")
+    return 0
+
+
+def _history(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="course-grade history",
+                                     description="Every graded submission and override in the gradebook, oldest "
+                                                 "first (of one student, or of everyone).")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("student", nargs="?", default=None)
+    args = parser.parse_args(argv)
+    book = _book(args.out, parser, must_exist=True)
+    assert book is not None
+    with book:
+        for r in book.history(args.student):
+            print(f"#{r.id} {r.graded_at} {r.student}: {r.file} sha256 {r.sha256[:12]} ({r.why}) {r.status} "
+                  f"{r.total:g}/{r.max_total:g}")
+        for row in book.rows("overrides"):
+            if args.student in (None, row[1]):
+                points = "cleared" if row[3] is None else f"{row[3]:g}"
+                print(f"override {row[5]} {row[1]} {row[2]}: {points} ({row[4]})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``course-grade``: grade the submissions named in ``argv``; returns the exit status."""
+    """Entry point of ``course-grade``; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["override"]:
+        return _override(argv[1:])
+    if argv[:1] == ["export"]:
+        return _export(argv[1:])
+    if argv[:1] == ["history"]:
+        return _history(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     paths: list[Path] = []
@@ -105,25 +426,30 @@ def main(argv: list[str] | None = None) -> int:
             paths.append(p)
     if not paths:
         parser.error("no submissions found")
+    args.paths = paths
     if args.source is not None and not args.source.is_file():
         parser.error(f"--source {args.source}: no such notebook")
-    if args.timeout_cell <= 0 or args.timeout_total <= 0 or args.memory_mb <= 0:
-        parser.error("time and memory limits must be positive")
+    if args.timeout_cell <= 0 or args.timeout_total <= 0 or args.memory_mb <= 0 or args.max_mb <= 0:
+        parser.error("time, memory and size limits must be positive")
     if not args.unsafe_no_sandbox:
         try:
             probe()
         except SandboxUnavailable as err:
             print(f"course-grade: {err}", file=sys.stderr)
             return 2
+    book = _book(args.out, parser)
+    options = _options(args, parser, book)
+    if book is not None:
+        book.close()
     config = GradeConfig(source=args.source, cell_timeout=args.timeout_cell, total_timeout=args.timeout_total,
                          memory_mb=args.memory_mb, seed=args.seed, max_bytes=int(args.max_mb * 2**20),
                          policy=not args.no_policy, extra_modules=tuple(args.allow_module),
                          sandbox=not args.unsafe_no_sandbox)
     started = time.monotonic()
-    reports = grade_many(paths, config, args.out, jobs=args.jobs, quiet=args.quiet)
-    if not args.quiet:
-        print(f"graded {len(reports)} submission(s) in {time.monotonic() - started:.1f} s; "
-              f"reports in {args.out}/ (grades.csv, summary.csv)")
+    reports = grade_many(paths, config, args.out, jobs=args.jobs, quiet=args.quiet, options=options)
+    _say(args.quiet, f"{len(reports)} submission(s) in {time.monotonic() - started:.1f} s; gradebook and exports in "
+                     f"{args.out}/ (grades.csv, summary.csv{', canvas.csv, moodle.csv' if options.roster else ''}, "
+                     "feedback/)")
     return 0
 
 

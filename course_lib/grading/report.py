@@ -4,9 +4,10 @@
   ``ensure_ascii`` so that any string (a lone surrogate from an exception message included) is valid JSON;
 - ``<name>.md``: the same for a human. Every string that came from a submission (file name, messages,
   lines) is escaped for Markdown and HTML, so a message cannot draw a table, a heading or an ``<img>``;
-- ``grades.csv``: one row per submission and exercise; ``summary.csv``: one row per submission (a
-  gradebook). A cell that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first)
-  is prefixed with ``'``.
+- :func:`write_csv`: ``grades.csv`` (one row per report and exercise) and ``summary.csv`` (one row per
+  report) for a list of reports in hand. ``course-grade`` writes the class's files from its gradebook
+  instead (:mod:`course_lib.grading.exports`, with the same rows per exercise). A cell that a spreadsheet
+  would read as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) is prefixed with ``'``.
 
 Example (a fenced block, so that the API reference shows the tag as text instead of rendering it):
 
@@ -31,7 +32,8 @@ from typing import Any
 
 from .runner import SubmissionReport
 
-__all__ = ["report_name", "write_json", "write_markdown", "write_csv", "to_markdown", "escape_markdown", "csv_safe"]
+__all__ = ["report_name", "write_json", "write_markdown", "write_csv", "to_markdown", "escape_markdown", "csv_safe",
+           "long_rows"]
 
 _SYMBOL = {"pass": "✅", "fail": "❌", "error": "💥", "timeout": "⏳", "missing": "❔", "not-implemented": "⬜",
            "forbidden": "⛔"}
@@ -129,7 +131,8 @@ _LONG_FIELDS = ["submission", "report", "notebook", "exercise", "score", "max", 
                 "course_lib", "torch", "python"]
 
 
-def _long_rows(name: str, rep: SubmissionReport) -> list[dict[str, Any]]:
+def long_rows(name: str, rep: SubmissionReport) -> list[dict[str, Any]]:
+    """The rows of ``grades.csv`` for one report (``name``: its reports' base name), one per exercise."""
     common = {"submission": rep.submission, "report": name, "notebook": rep.notebook, "total": rep.total,
               "max_total": rep.max_total, "submission_status": rep.status, "elapsed_s": rep.elapsed_s,
               "sandbox": "yes" if rep.sandbox else "NO", "course_lib": rep.versions.get("course_lib", ""),
@@ -148,7 +151,7 @@ def write_csv(reports: Sequence[tuple[str, SubmissionReport]], out: Path) -> tup
         writer = csv.DictWriter(f, fieldnames=_LONG_FIELDS)
         writer.writeheader()
         for name, rep in reports:
-            for row in _long_rows(name, rep):
+            for row in long_rows(name, rep):
                 writer.writerow({k: csv_safe(v) for k, v in row.items()})
     exercise_names = list(dict.fromkeys(r.exercise for _, rep in reports for r in rep.exercises))
     with wide_path.open("w", newline="", encoding="utf-8") as f:

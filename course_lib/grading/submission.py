@@ -1,9 +1,17 @@
 """Reading a submission as untrusted input: a capped read of a regular file, its code cells' sources only.
 
 :func:`read_submission` refuses what is not a regular file (a FIFO would block the grader, a device never
-ends, a symlink may point anywhere) without opening it for reading first, reads at most the size cap, accepts
-a UTF-8 byte-order mark (some editors save one) and keeps nothing but the source of each code cell.
-:func:`choose_cells` then picks, per exercise, the learner's cell and the helper cells it needs.
+ends, a symlink may point anywhere) without opening it for reading first, accepts a UTF-8 byte-order mark
+(some editors save one) and keeps nothing but the source of each code cell.
+
+Two limits, so that an honest notebook saved with its outputs is never refused: the grader's limit
+(``--max-mb``, :class:`~course_lib.grading.runner.GradeConfig` ``max_bytes``) is on what is *executed*, the
+total source of the code cells (UTF-8 bytes); outputs, images and data saved in the notebook do not count.
+The file itself has a much larger hard cap, :data:`MAX_FILE_BYTES` (256 MB), so that parsing stays bounded:
+the file is read once and parsed with ``json.loads`` (about three times the file's size in memory at the
+peak), and each output is dropped as soon as its cell is parsed.
+:func:`locate` and :func:`helper_cells` then pick, per exercise, the learner's cell and the helper cells it
+needs.
 
 Example:
     >>> is_stub("def f(x):\\n    raise NotImplementedError  # YOUR CODE\\n",
@@ -24,7 +32,10 @@ from typing import Any
 from .course import defined_names
 from .parsing import parse_cell
 
-__all__ = ["read_submission", "is_stub", "locate", "helper_cells", "display_name"]
+__all__ = ["read_submission", "is_stub", "locate", "helper_cells", "display_name", "file_sha256", "MAX_FILE_BYTES"]
+
+#: Hard cap on a submission file (saved outputs included): a larger file is not read.
+MAX_FILE_BYTES = 256 << 20
 
 
 def display_name(path: Path | str) -> str:
@@ -43,7 +54,7 @@ def _open_regular(path: Path, max_bytes: int) -> tuple[bytes | None, str]:
         return None, "not a regular file (a link, a pipe or a device): not read"
     if info.st_size > max_bytes:
         return None, (f"the file is {info.st_size / 2**20:.1f} MB, over the grader's limit of "
-                      f"{max_bytes / 2**20:.0f} MB (outputs or data saved in the notebook?)")
+                      f"{max_bytes / 2**20:.0f} MB for a whole notebook file, outputs included")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as f:
@@ -52,6 +63,32 @@ def _open_regular(path: Path, max_bytes: int) -> tuple[bytes | None, str]:
             return f.read(max_bytes + 1), ""
     except OSError as err:
         return None, f"cannot read the file ({err.strerror})"
+
+
+def file_sha256(path: Path, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The SHA-256 of a submission file, read in blocks ("" for what :func:`read_submission` would not read).
+
+    The gradebook uses it to tell a new or changed submission from one it has graded (the same digest as the
+    reports' ``sha256``)."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            return ""
+        digest = hashlib.sha256()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        return digest.hexdigest()
+    except OSError:
+        return ""
+
+
+def _drop_outputs(obj: dict[str, Any]) -> dict[str, Any]:
+    """``json.loads`` hook: a cell's outputs are never needed, so they are released as soon as it is parsed."""
+    if "outputs" in obj and "cell_type" in obj:
+        obj["outputs"] = []
+    return obj
 
 
 def _code_cells(nb: dict[str, Any]) -> list[tuple[int, str]]:
@@ -66,23 +103,34 @@ def _code_cells(nb: dict[str, Any]) -> list[tuple[int, str]]:
     return cells
 
 
-def read_submission(path: Path, max_bytes: int) -> tuple[dict[str, Any] | None, list[tuple[int, str]], str, str]:
-    """``(notebook dict, [(cell index, code source)], sha256, problem)``; problem is "" when readable."""
-    raw, problem = _open_regular(Path(path), max_bytes)
+def read_submission(path: Path, max_bytes: int, max_file_bytes: int = MAX_FILE_BYTES
+                    ) -> tuple[dict[str, Any] | None, list[tuple[int, str]], str, str]:
+    """``(notebook dict, [(cell index, code source)], sha256, problem)``; problem is "" when readable.
+
+    ``max_bytes`` caps the total source of the code cells (what would be executed), ``max_file_bytes`` the
+    file (outputs included)."""
+    raw, problem = _open_regular(Path(path), max_file_bytes)
     if raw is None:
         return None, [], "", problem
-    if len(raw) > max_bytes:
-        return None, [], "", f"the file is over the grader's limit of {max_bytes / 2**20:.0f} MB"
+    if len(raw) > max_file_bytes:
+        return None, [], "", f"the file is over the grader's limit of {max_file_bytes / 2**20:.0f} MB"
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        nb = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is accepted
+        nb = json.loads(raw.decode("utf-8-sig"), object_hook=_drop_outputs)  # a byte-order mark is accepted
     except (UnicodeDecodeError, ValueError) as err:
         return None, [], digest, f"not a notebook: the file is not valid JSON ({str(err)[:120]})"
     except RecursionError:
         return None, [], digest, "not a notebook: the JSON is nested too deeply"
+    finally:
+        del raw
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         return None, [], digest, "not a notebook: no list of cells"
-    return nb, _code_cells(nb), digest, ""
+    cells = _code_cells(nb)
+    code_bytes = sum(len(src.encode("utf-8", "replace")) for _, src in cells)
+    if code_bytes > max_bytes:
+        return None, [], digest, (f"the code cells hold {code_bytes / 2**20:.1f} MB of source, over the grader's "
+                                  f"limit of {max_bytes / 2**20:g} MB on executed code (saved outputs do not count)")
+    return nb, cells, digest, ""
 
 
 def _same_code(a: str, b: str) -> bool:

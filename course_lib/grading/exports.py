@@ -1,0 +1,248 @@
+"""Exports of the gradebook: the class's CSV files and the LMS import files, always rewritten from it.
+
+Every file is regenerated from :class:`~course_lib.grading.gradebook.Gradebook` after each run (and by
+``course-grade export``), so that no file is ever the only copy of a grade and regrading one student rewrites
+no other student's rows. The scoring rule (:mod:`course_lib.grading.scoring`) and the overrides are applied
+here, and each export's final points are recorded in the gradebook (``finals``).
+
+- ``grades.csv``: one row per student and exercise of the current submissions (points after the rule and
+  the overrides, status, cases, message);
+- ``summary.csv``: one row per student (and roster student without a submission), one column per exercise,
+  the points before the late penalty, the penalty, the final total;
+- ``canvas.csv`` (with a roster): Canvas's gradebook import format, the columns of Canvas's own gradebook
+  export: ``Student, ID, SIS User ID, SIS Login ID, Section`` then one column named after the assignment,
+  and Canvas's ``Points Possible`` row second. Canvas matches a row by ``ID`` (the Canvas user id, roster
+  column ``canvas_id``), else ``SIS User ID`` or ``SIS Login ID``;
+- ``moodle.csv`` (with a roster): Moodle's grade import from CSV, ``First name, Last name, Email address``
+  and the grade item's column; on import choose "Map from: Email address", "Map to: Email address";
+- ``plain.csv`` (with a roster): ``id, name, email, login, points, max_points``;
+- ``roster_problems.csv`` (with a roster): files that matched no student, ambiguous and duplicate files,
+  students without a submission.
+
+A student without a submission gets an empty grade cell in the LMS files (not a 0: decide it yourself).
+Every text cell goes through :func:`course_lib.grading.report.csv_safe`.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .gradebook import Gradebook, Override, SubmissionRecord
+from .report import csv_safe, long_rows
+from .roster import UNMATCHED, Roster, RosterProblem, Student
+from .runner import ExerciseResult, SubmissionReport
+from .scoring import ScoringRule, exercise_points, late_factor
+
+__all__ = ["ExerciseLine", "StudentRow", "class_table", "write_exports", "report_from_dict", "CANVAS_COLUMNS",
+           "MOODLE_COLUMNS", "PLAIN_COLUMNS"]
+
+#: The identifying columns of Canvas's gradebook CSV, in Canvas's order (the assignment column follows).
+CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+#: The identifying columns of Moodle's grade import example (the grade item's column follows).
+MOODLE_COLUMNS = ["First name", "Last name", "Email address"]
+PLAIN_COLUMNS = ["id", "name", "email", "login", "points", "max_points"]
+
+
+def report_from_dict(data: dict[str, Any]) -> SubmissionReport:
+    """A :class:`SubmissionReport` from its JSON form (fields this version does not know are ignored)."""
+    known = {f.name for f in fields(SubmissionReport)}
+    exercise_fields = {f.name for f in fields(ExerciseResult)}
+    values = {k: v for k, v in data.items() if k in known and k != "exercises"}
+    exercises = [ExerciseResult(**{k: v for k, v in e.items() if k in exercise_fields})
+                 for e in data.get("exercises", [])]
+    return SubmissionReport(**values, exercises=exercises)
+
+
+@dataclass
+class ExerciseLine:
+    """One exercise of one student as exported: the recorded result, the rule's points, an override."""
+
+    exercise: str
+    max: float
+    status: str
+    cases_passed: int
+    cases_total: int
+    computed: float
+    override: Override | None = None
+
+    @property
+    def points(self) -> float:
+        return self.override.points if self.override is not None and self.override.points is not None \
+            else self.computed
+
+    def why(self, rule: ScoringRule) -> str:
+        if self.override is not None:
+            return f"override: {self.override.reason}"
+        if rule.partial_credit and self.status == "fail":
+            return f"partial credit {self.cases_passed}/{self.cases_total}"
+        return self.status
+
+
+@dataclass
+class StudentRow:
+    """One student as exported (``submission`` None: a roster student without a submission)."""
+
+    key: str
+    student: Student | None
+    submission: SubmissionRecord | None
+    report: SubmissionReport | None
+    exercises: list[ExerciseLine] = field(default_factory=list)
+    submitted_at: str = ""
+    late_s: float = 0.0
+    factor: float = 1.0
+
+    @property
+    def points(self) -> float:
+        return float(sum(e.points for e in self.exercises))
+
+    @property
+    def total(self) -> float:
+        return round(self.points * self.factor, 4)
+
+    @property
+    def max_total(self) -> float:
+        return self.submission.max_total if self.submission is not None else 0.0
+
+
+def class_table(book: Gradebook, roster: Roster | None, rule: ScoringRule) -> list[StudentRow]:
+    """Every student's current grades under ``rule`` and the overrides: roster students first, in its order
+    (those without a submission too), then every other graded key."""
+    current = book.current()
+    overrides = book.overrides()
+    supplied = book.times()
+    keys = [s.id for s in roster.students] if roster is not None else []
+    keys += [k for k in current if k not in set(keys)]
+    table = []
+    for key in keys:
+        record = current.get(key)
+        student = roster.by_id.get(key) if roster is not None else None
+        row = StudentRow(key, student, record, report_from_dict(book.report(record.id)) if record else None)
+        if record is not None:
+            for g in book.grades(record.id):
+                computed = exercise_points(g.max, g.status, g.cases_passed, g.cases_total, rule)
+                row.exercises.append(ExerciseLine(g.exercise, g.max, g.status, g.cases_passed, g.cases_total,
+                                                  computed, overrides.get((key, g.exercise))))
+            row.submitted_at = supplied.get(key, "") if rule.times == "supplied" else record.mtime
+            row.late_s, row.factor = late_factor(rule, row.submitted_at)
+        table.append(row)
+    return table
+
+
+def _atomic_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Path:
+    """Write a CSV file whole or not at all (a temporary file renamed over it)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow([csv_safe(v) for v in header])
+            for row in rows:
+                writer.writerow([csv_safe(v) for v in row])
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _g(value: float) -> str:
+    return f"{value:g}"
+
+
+_LONG = ["student", "name", "submission", "report", "notebook", "exercise", "score", "max", "status", "message",
+         "cases_passed", "cases_total", "cell", "line", "override", "total", "max_total", "submission_status",
+         "sandbox", "elapsed_s", "course_lib", "torch", "python"]
+
+
+def _long(table: list[StudentRow]) -> Iterable[list[Any]]:
+    for row in table:
+        if row.report is None or row.submission is None:
+            continue
+        lines = {e.exercise: e for e in row.exercises}
+        name = row.student.name if row.student else ""
+        for entry in long_rows(row.submission.report_name, row.report):
+            line = lines.get(entry["exercise"])
+            entry.update(student=row.key, name=name, total=_g(row.total), max_total=_g(row.max_total),
+                         score=_g(line.points) if line else entry["score"],
+                         override=line.override.reason if line and line.override else "")
+            yield [entry.get(k, "") for k in _LONG]
+
+
+def _summary(table: list[StudentRow], exercises: list[str]) -> Iterable[list[Any]]:
+    for row in table:
+        name = row.student.name if row.student else ""
+        if row.submission is None or row.report is None:
+            yield [row.key, name, "", "", "missing", "", "", *[""] * len(exercises), "", "", "", "", ""]
+            continue
+        points = {e.exercise: _g(e.points) for e in row.exercises}
+        penalty = f"{(1 - row.factor) * 100:g}%" if row.factor < 1 else ""
+        yield [row.key, name, row.submission.file, row.submission.notebook, row.submission.status,
+               "yes" if row.report.sandbox else "NO", row.report.elapsed_s, *[points.get(n, "") for n in exercises],
+               _g(row.points), row.submitted_at, penalty, _g(row.total), _g(row.max_total)]
+
+
+def _lms_rows(table: list[StudentRow]) -> list[tuple[Student, str]]:
+    """``(roster student, final total or "" without a submission)`` for every roster student."""
+    return [(row.student, _g(row.total) if row.submission is not None else "") for row in table
+            if row.student is not None]
+
+
+def _record_finals(book: Gradebook, table: list[StudentRow], rule: ScoringRule) -> None:
+    finals = []
+    for row in table:
+        if row.submission is None:
+            continue
+        finals += [(row.key, e.exercise, row.submission.id, e.points, e.why(rule)) for e in row.exercises]
+        late = f"late {row.late_s / 3600:.1f} h, x{row.factor:g}" if row.factor < 1 else "on time"
+        finals.append((row.key, "(total)", row.submission.id, row.total, late))
+    previous = book.last_finals()
+    if sorted(previous) != sorted(finals):
+        book.add_finals(finals)
+
+
+def _problems(table: list[StudentRow], run: list[RosterProblem]) -> list[list[str]]:
+    """Every roster student without a submission and every graded file on no roster student (with this run's
+    reason when it has one), from the gradebook, so that earlier runs' problems stay listed."""
+    told = {UNMATCHED + p.file: p for p in run if p.file}
+    rows = []
+    for row in table:
+        if row.student is not None and row.submission is None:
+            rows.append(["missing", row.key, "", "no submission graded"])
+        elif row.student is None and row.key.startswith(UNMATCHED) and row.submission is not None:
+            problem = told.get(row.key)
+            rows.append([problem.kind if problem else "unknown-file", problem.student if problem else "",
+                         row.submission.file, problem.detail if problem else "graded, on no roster student"])
+    return rows
+
+
+def write_exports(book: Gradebook, out: Path, roster: Roster | None, rule: ScoringRule, assignment: str,
+                  problems: list[RosterProblem] | None = None) -> list[Path]:
+    """Rewrite every export in ``out`` from the gradebook; returns the files written."""
+    table = class_table(book, roster, rule)
+    exercises = list(dict.fromkeys(e.exercise for row in table for e in row.exercises))
+    written = [_atomic_csv(out / "grades.csv", _LONG, _long(table)),
+               _atomic_csv(out / "summary.csv",
+                           ["student", "name", "submission", "notebook", "status", "sandbox", "elapsed_s",
+                            *exercises, "points", "submitted_at", "late_penalty", "total", "max_total"],
+                           _summary(table, exercises))]
+    if roster is not None:
+        top = max((row.max_total for row in table), default=0.0)
+        lms = _lms_rows(table)
+        written.append(_atomic_csv(
+            out / "canvas.csv", [*CANVAS_COLUMNS, assignment],
+            [["    Points Possible", "", "", "", "", _g(top)]] +
+            [[s.sortable_name(), s.canvas_id, s.sis_user_id, s.sis_login_id or s.login, s.section, grade]
+             for s, grade in lms]))
+        written.append(_atomic_csv(out / "moodle.csv", [*MOODLE_COLUMNS, assignment],
+                                   [[*s.first_last(), s.email, grade] for s, grade in lms]))
+        written.append(_atomic_csv(out / "plain.csv", PLAIN_COLUMNS,
+                                   [[s.id, s.name, s.email, s.login, grade, _g(top)] for s, grade in lms]))
+        written.append(_atomic_csv(out / "roster_problems.csv", ["kind", "student", "file", "detail"],
+                                   _problems(table, problems or [])))
+    _record_finals(book, table, rule)
+    return written
