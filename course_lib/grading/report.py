@@ -86,6 +86,8 @@ def _footer(report: SubmissionReport) -> list[str]:
     lines.append("- versions: " + ", ".join(f"{k} {escape_markdown(v)}" for k, v in report.versions.items()))
     if report.sha256:
         lines.append(f"- submission sha256: `{report.sha256}`")
+    for note in report.notes:
+        lines.append(f"- note: {escape_markdown(note)}")
     return lines
 
 
