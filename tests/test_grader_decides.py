@@ -22,7 +22,7 @@ from course_lib.exercises import get_exercise
 from course_lib.exercises.feedback import inputs_as_plain, reference_observation, run_check
 from course_lib.grading.codec import encode_cases
 from course_lib.grading.course import ExerciseSpec
-from course_lib.grading.executor import _npz
+from course_lib.grading.executor import npz_bytes
 from course_lib.grading.judge import judge
 from course_lib.grading.sandbox_main import observe_cases
 
@@ -46,7 +46,7 @@ def _grade(name: str, impl) -> tuple:
     job = {"grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
            "watch": list(exercise.forbidden_calls), "seed": exercise.seed}
     header, arrays = observe_cases(job, impl, spec.described, spec.arrays)
-    return judge(spec, header, _npz(arrays), 1024)
+    return judge(spec, header, npz_bytes(arrays), 1024)
 
 
 def _own_softmax(x, dim=-1):

@@ -300,7 +300,7 @@ def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, different
     PyTorch's global generator is seeded for the call and restored afterwards. The checks and the grader
     judge more than this, from :func:`course_lib.exercises.observation.observe`'s record of the call.
     """
-    from .feedback import to_plain
+    from .compare import to_plain
     from .observation import observe, same_plain
 
     with forbid_calls(forbidden, impl):

@@ -238,7 +238,7 @@ class _no_trace:
 
 def plain_observation(obs: Observation) -> dict[str, Any]:
     """The observation as plain data (NumPy arrays, lists, dicts, numbers, strings), ready to compare or send."""
-    from .feedback import to_plain
+    from .compare import to_plain
 
     return {"output": to_plain(obs.output), "inputs_after": to_plain(list(obs.inputs_after)),
             "grads": None if obs.grads is None else [None if g is None else to_plain(g) for g in obs.grads],
@@ -311,7 +311,7 @@ def observation_problems(exercise: Any, case: Any, expected: dict[str, Any], got
     Runs where the verdict is made (the grader's process, or the learner's kernel for the advisory check),
     on untrusted data: anything malformed is a problem, never an exception.
     """
-    from .feedback import compare_outputs, output_problems
+    from .compare import compare_outputs, output_problems
 
     if not isinstance(got, dict):
         return [Problem("output", "no observation came back")]
@@ -368,7 +368,7 @@ def _gradient_problems(exercise: Any, expected: dict[str, Any], got: dict[str, A
 
 
 def _one_gradient(exercise: Any, where: str, expected: Any, got: Any) -> str:
-    from .feedback import compare_outputs
+    from .compare import compare_outputs
 
     flows = expected is not None and isinstance(expected, np.ndarray) and bool(np.any(expected != 0))
     if not flows:

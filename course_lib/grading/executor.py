@@ -40,7 +40,7 @@ from .results import UntrustedData, parse_header
 from .sandbox import SandboxRun, command, unsandboxed_command
 from .scratch import scratch_folder
 
-__all__ = ["Limits", "Plan", "execute", "MAX_FRAMES"]
+__all__ = ["Limits", "Plan", "execute", "MAX_FRAMES", "npz_bytes"]
 
 _MB = 1 << 20
 #: The largest message a sandbox may send (one exercise's observations); one answer is kept per request.
@@ -206,7 +206,7 @@ class _Grading:
                 where = "your code on the hidden cases"
                 arrays, described = self.plan.cases[number] or ({}, [])
                 answer, blob = talk.ask("cases", number, step, self.deadline, {"cases": described},
-                                        _npz(arrays))
+                                        npz_bytes(arrays))
             else:
                 blob = b""
         except _Silence:
@@ -273,7 +273,8 @@ class _Grading:
                 group.remove()
 
 
-def _npz(arrays: dict[str, np.ndarray]) -> bytes:
+def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    """Arrays as the bytes of an uncompressed ``.npz`` (what a request carries)."""
     import io
 
     blob = io.BytesIO()
