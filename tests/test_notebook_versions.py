@@ -47,7 +47,9 @@ def test_structure(path) -> None:
         follower = nb.cells[i + 1]
         assert follower.metadata.get("course") == {"exercise": name, "role": "check"}, \
             f"{name}: the cell after the exercise must be its check cell"
-        assert f'check("{name}"' in follower.source or f"check('{name}'" in follower.source
+        assert re.fullmatch(rf'\w+ = check\("{name}"\)', follower.source.strip()), \
+            f"{name}: one form for every check cell, `xxx_fn = check(\"{name}\")` (the name looked up in the " \
+            f"notebook, the exercise cell's last run known), got {follower.source!r}"
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert not cell.outputs, f"{path.name}: committed with outputs (the course stores none)"
@@ -121,9 +123,9 @@ def test_a_broken_exercise_cell_breaks_no_later_cell(root) -> None:
     broken = [i for i, _, name in exercise_cells(executed) if name == "padding_mask"]
     assert errors == broken, f"cells with an error: {errors}; only the broken exercise cell {broken} may have one"
     statuses = check_statuses(executed)
-    assert statuses == {"padding_mask": "error", "causal_mask": "not defined"}, statuses
+    assert statuses == {"padding_mask": "failed", "causal_mask": "not implemented yet"}, statuses
     text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
-    assert "stopped with SyntaxError" in text and "`causal_mask` is not defined" in text
+    assert "your exercise cell raised SyntaxError when it last ran" in text and "`causal_mask` is not defined" in text
 
 
 @pytest.mark.slow

@@ -9,7 +9,6 @@ implementation when it passed, the course's reference otherwise).
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 import traceback
 from collections import ChainMap
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import cells
 from .core import Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
@@ -260,60 +260,62 @@ def _dtype_kinds(value: Any) -> list[str]:
 
 
 _FROM_NOTEBOOK: Any = object()  # check(name) without an implementation: look it up where check was called
+cells.install()  # in an IPython kernel, record how each exercise cell last ran (no-op elsewhere)
 
 
-def _failed_cell_defining(target: str) -> BaseException | None:
-    """The error of the last cell IPython ran, when that cell defines ``target`` (the exercise cell); else None.
-
-    A cell that stops with an error (a syntax error stops it before its first line) leaves the name as it
-    was: undefined, or an older definition from an earlier run. Outside IPython there is no such cell.
-    """
-    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    last = getattr(shell, "last_execution_result", None)
-    if last is None or last.success:
-        return None
-    source = getattr(getattr(last, "info", None), "raw_cell", "") or ""
-    if not re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(target)}\b", source, re.MULTILINE):
-        return None
-    return last.error_before_exec or last.error_in_exec
-
-
-def _describe_error(err: BaseException) -> str:
+def _error_details(err: BaseException) -> str:
+    """What an error says, in one line: for a syntax error its line, message and text."""
     if isinstance(err, SyntaxError):
-        where = f" on line {err.lineno}" if err.lineno else ""
+        where = f"line {err.lineno}: " if err.lineno else ""
         text = f": {err.text.strip()}" if err.text and err.text.strip() else ""
-        return f"{type(err).__name__}{where} ({err.msg}){text}"
-    return f"{type(err).__name__}: {err}"
+        return f"{where}{err.msg}{text}"
+    return str(err).splitlines()[0][:200] if str(err) else ""
 
 
 def _from_notebook(name: str, exercise: Exercise, namespace: Mapping[str, Any]) -> tuple[Any, CheckResult | None]:
     """The learner's implementation of ``exercise`` in ``namespace`` (the notebook's variables), or a verdict.
 
     The name looked up is the reference's (``stable_softmax``, ``MultiHeadAttention``): the exercise cell
-    defines the same name. A verdict comes back instead when the name is missing or the cell that defines it
-    failed the last time it ran, so the check never stops on a ``NameError`` itself.
+    defines the same name. A verdict comes back instead when the cell that defines it failed the last time it
+    ran (whatever the name still holds is not that run's work) or the name is missing, so the check never
+    stops on a ``NameError`` itself and never judges what an earlier run left.
     """
     target = getattr(exercise.reference, "__name__", name)
-    failed = _failed_cell_defining(target)
-    if failed is not None:
-        return None, CheckResult(
-            name, ERROR, f"the cell above stopped with {_describe_error(failed)}, so `{target}` is "
-            f"{'not defined' if target not in namespace else 'still what an earlier run left'}.",
-            hint="fix that line and run the cell above again, then this one.")
+    stale = _stale_verdict(name, target)
+    if stale is not None:
+        return None, stale
     if target not in namespace:
         return None, CheckResult(
-            name, NOT_DEFINED, f"`{target}` is not defined: did the cell above run without error?",
-            hint=f"run the cell above (Shift+Enter); if it shows an error, fix it first. The check looks for "
-                 f"the name `{target}`: keep it as the stub spells it.")
+            name, NOT_IMPLEMENTED, f"`{target}` is not defined yet: run the exercise cell above (Shift+Enter), "
+            f"then this one.", hint=f"the check looks for the name `{target}`: keep it as the stub spells it.")
     return namespace[target], None
+
+
+def _stale_verdict(name: str, target: str) -> CheckResult | None:
+    """A verdict when the kernel saw the exercise cell defining ``target`` fail or drop it on its last run.
+
+    Known only inside IPython, where :mod:`course_lib.exercises.cells` records every cell's outcome.
+    """
+    run = cells.last_run(target)
+    if run is None or run.succeeded:
+        return None
+    if run.removed:
+        return CheckResult(name, NOT_IMPLEMENTED, f"the exercise cell no longer defines `{target}` (its last run "
+                           f"defined other names): keep the name as the stub spells it and run the cell again.")
+    assert run.error is not None
+    details = _error_details(run.error)
+    return CheckResult(name, FAILED, f"your exercise cell raised {type(run.error).__name__} when it last ran: fix "
+                       f"it and run it again, then this check." + (f"\n({details})" if details else ""))
 
 
 def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     """Check a learner's implementation of exercise ``name``; print the verdict.
 
-    ``check("stable_softmax")`` checks what the name ``stable_softmax`` holds where ``check`` is called (the
-    notebook's variables): a missing name, or an exercise cell that stopped with an error, is a verdict
-    like any other, never a ``NameError``. ``check("stable_softmax", fn)`` checks ``fn``.
+    ``check("stable_softmax")`` (the notebooks' form) checks what the name ``stable_softmax`` holds where
+    ``check`` is called (the notebook's variables). In IPython, an exercise cell whose last run raised (a
+    ``SyntaxError`` included) is reported as failed whatever the name still holds from an earlier run, and a
+    missing name is "not implemented yet": a verdict like any other, never a ``NameError``.
+    ``check("stable_softmax", fn)`` checks ``fn`` (kept for instructors' code).
 
     Returns the implementation the rest of the notebook should use: the learner's when it passed, the
     course's reference otherwise (so one stuck exercise does not block the lessons after it).
@@ -325,9 +327,12 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     """
     exercise = get_exercise(name)
     result = None
+    caller = sys._getframe(1)
+    namespace = ChainMap(caller.f_locals, caller.f_globals)
     if impl is _FROM_NOTEBOOK:
-        caller = sys._getframe(1)
-        impl, result = _from_notebook(name, exercise, ChainMap(caller.f_locals, caller.f_globals))
+        impl, result = _from_notebook(name, exercise, namespace)
+    elif (target := getattr(exercise.reference, "__name__", name)) in namespace and namespace[target] is impl:
+        result = _stale_verdict(name, target)  # check("lm_loss", lm_loss): the name as its failed cell left it
     if result is None:
         result = run_check(name, impl)
     print(result)
