@@ -20,7 +20,16 @@ import numpy as np
 import torch
 
 from . import cells
-from .core import Case, Exercise, ForbiddenCallError, InputModifiedError, NotDifferentiableError, get_exercise, run_case
+from .core import (
+    Case,
+    Exercise,
+    ForbiddenCallError,
+    InputModifiedError,
+    Mistake,
+    NotDifferentiableError,
+    get_exercise,
+    run_case,
+)
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
            "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT"]
@@ -124,6 +133,7 @@ class CheckResult:
     hint: str = ""
     cases_passed: int = 0
     cases_total: int = 0
+    detail: str = ""  # the hint's second, code-level step (printed by check when it is asked again)
 
     @property
     def passed(self) -> bool:
@@ -201,8 +211,10 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
         expected = to_plain(run_case(exercise.reference, case, grad=exercise.grad, seed=exercise.seed))
         problems = output_problems(exercise, case, expected, got)
         if problems:
-            hint = _diagnose(exercise, case, got) or _shape_hint(problems[0])
-            return CheckResult(name, FAILED, "\n".join(problems), case.label, hint, i, total)
+            mistake = _diagnose_mistake(exercise, case, got)
+            hint = mistake.hint if mistake is not None else _shape_hint(problems[0])
+            return CheckResult(name, FAILED, "\n".join(problems), case.label, hint, i, total,
+                               detail=mistake.detail if mistake is not None else "")
     return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
 
 
@@ -226,7 +238,13 @@ def _problem_kinds(problems: list[str]) -> set[str]:
 
 
 def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
-    """The hint of the first known mistake whose output equals the learner's on this case.
+    """The hint of the first known mistake whose output equals the learner's on this case ("" if none)."""
+    mistake = _diagnose_mistake(exercise, case, got)
+    return "" if mistake is None else mistake.hint
+
+
+def _diagnose_mistake(exercise: Exercise, case: Case, got: Any) -> Mistake | None:
+    """The first known mistake whose output equals the learner's on this case.
 
     For an exercise judged by its own ``compare`` (a random answer, never equal to anything), the first
     mistake that shows the same kinds of problems as the learner's output, run with the same seed.
@@ -242,11 +260,11 @@ def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
             continue
         if learner_kinds is not None:
             if learner_kinds and _problem_kinds(output_problems(exercise, case, expected, wrong)) == learner_kinds:
-                return mistake.hint
+                return mistake
         elif _dtype_kinds(wrong) == _dtype_kinds(got) and not compare_outputs(wrong, got, exercise.atol,
                                                                               exercise.rtol):
-            return mistake.hint
-    return ""
+            return mistake
+    return None
 
 
 diagnose = _diagnose  # the grader's name for it (it judges outputs outside the notebook)
@@ -308,6 +326,22 @@ def _stale_verdict(name: str, target: str) -> CheckResult | None:
                        f"it and run it again, then this check." + (f"\n({details})" if details else ""))
 
 
+_HINTS_GIVEN: dict[str, str] = {}  # exercise -> the hint its last check printed (asked again: its code follows)
+
+
+def _second_step(result: CheckResult) -> str:
+    """The hint's code-level step when the learner asks again (the same hint twice in a row), else how to ask.
+
+    The first verdict names the mistake and the idea, so that the learner writes the fix; running the check
+    again with the same mistake shows the fix in code.
+    """
+    asked_again = _HINTS_GIVEN.get(result.exercise) == result.hint
+    _HINTS_GIVEN[result.exercise] = result.hint
+    if asked_again:
+        return f"   in code: {result.detail}"
+    return "   (still stuck? run this check again to see the fix in code)"
+
+
 def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     """Check a learner's implementation of exercise ``name``; print the verdict.
 
@@ -316,6 +350,9 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     ``SyntaxError`` included) is reported as failed whatever the name still holds from an earlier run, and a
     missing name is "not implemented yet": a verdict like any other, never a ``NameError``.
     ``check("stable_softmax", fn)`` checks ``fn`` (kept for instructors' code).
+
+    A known mistake is explained in two steps: first the mistake and the idea that fixes it; the fix in code
+    (the mistake's ``detail``) when the check is run again and finds the same mistake.
 
     Returns the implementation the rest of the notebook should use: the learner's when it passed, the
     course's reference otherwise (so one stuck exercise does not block the lessons after it).
@@ -336,7 +373,10 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     if result is None:
         result = run_check(name, impl)
     print(result)
+    if result.detail:
+        print(_second_step(result))
     if result.passed:
+        _HINTS_GIVEN.pop(name, None)
         return impl
     print("   → the cells below use the course's reference implementation for now.")
     return exercise.reference
