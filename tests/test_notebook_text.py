@@ -5,6 +5,7 @@ wall of text (issue 33: cells of 3,764 and 5,299 characters mixed results, a new
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import nbformat
 import pytest
@@ -40,3 +41,21 @@ def test_no_markdown_cell_is_a_wall_of_text(path) -> None:
             if c.cell_type == "markdown" and len(c.source) > MAX_MARKDOWN_CHARS}
     assert not long, (f"{path.name}: markdown cells over {MAX_MARKDOWN_CHARS} characters {long}: split them at "
                       f"their natural boundaries (a result, a new section, the next exercise)")
+
+
+MAX_FIGURE_INCHES = 11  # matplotlib's inline 100 dpi: 1,100 px, about a notebook's output area at a 1440-px window
+FIGSIZE = re.compile(r"figsize=\((?P<width>[^,]+),")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_attention_maps_fit_a_1440_px_window(path) -> None:
+    """A cell that draws attention maps sizes its figure with a fixed width that fits the output area, so that
+    JupyterLab does not shrink it and its token labels (issue 33: notebooks 07 and 10) stay readable."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "plot_attention(" not in cell.source:
+            continue
+        for match in FIGSIZE.finditer(cell.source):
+            width = match["width"].strip()
+            assert re.fullmatch(r"\d+(\.\d+)?", width) and float(width) <= MAX_FIGURE_INCHES, \
+                f"{path.name} cell {i}: figsize width {width!r}, expected a number <= {MAX_FIGURE_INCHES} inches"
