@@ -257,6 +257,31 @@ def _random_never_the_original(tokens, mask_id, vocab_size, special_ids, generat
     return inputs, torch.where(selected, tokens, IGNORE_INDEX)
 
 
+def _selection_inverted(tokens, mask_id, vocab_size, special_ids, generator=None):
+    return _masking(tokens, mask_id, vocab_size, special_ids, 1.0 - SELECT, MASK, RANDOM, generator=generator)
+
+
+def _unselected_positions_masked(tokens, mask_id, vocab_size, special_ids, generator=None):
+    """The replacements go where the selection is False: the wrong tokens are masked."""
+    special = torch.tensor([*special_ids, mask_id])
+    selected = (torch.rand(tokens.shape, generator=generator) < SELECT) & ~torch.isin(tokens, special)
+    action = torch.rand(tokens.shape, generator=generator)
+    ordinary_unselected = ~selected & ~torch.isin(tokens, special)
+    inputs = torch.where(ordinary_unselected & (action < MASK), mask_id, tokens)
+    return inputs, torch.where(selected, tokens, IGNORE_INDEX)
+
+
+def _two_selections(tokens, mask_id, vocab_size, special_ids, generator=None):
+    """One selection for the inputs, another for the labels: the masked tokens are not the labelled ones."""
+    inputs, _ = mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=generator)
+    _, labels = mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=generator)
+    return inputs, labels
+
+
+WRONG_TOKENS_MASKED = ("the wrong tokens are masked: the [MASK] and random replacements go to the SELECTED positions, "
+                       "exactly those whose label is the original token (ONE selection decides both); every other "
+                       "position keeps its token.")
+
 MASK_TOKENS = register(Exercise(
     name="mask_tokens",
     notebook=NOTEBOOK,
@@ -293,6 +318,15 @@ MASK_TOKENS = register(Exercise(
         Mistake("tokens changed in place", _in_place,
                 "build new tensors; the caller's tokens must stay as they were.",
                 detail="torch.where(...) or tokens.clone() before writing into it."),
+        Mistake("selection inverted", _selection_inverted,
+                "about 15 % of the ordinary positions are selected, not 85 %: a position is selected when its "
+                "uniform draw falls BELOW select_prob.",
+                detail="selected = (torch.rand(tokens.shape, generator=generator) < select_prob) & ..., not >=."),
+        Mistake("the unselected positions masked", _unselected_positions_masked, WRONG_TOKENS_MASKED,
+                detail="to_mask = selected & (action < mask_prob), not ~selected & (...)."),
+        Mistake("inputs and labels from two selections", _two_selections, WRONG_TOKENS_MASKED,
+                detail="draw selected once; inputs = torch.where(selected & ..., ...); labels = "
+                       "torch.where(selected, tokens, -100)."),
     ],
     also_correct=[_exactly_15_percent_per_sequence, _bernoulli_in_stages, _random_never_the_original],
 ))
