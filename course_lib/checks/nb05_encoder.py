@@ -317,14 +317,14 @@ ENCODER_LAYER = register(Exercise(
     mistakes=[
         Mistake("no residual around attention", _EncNoAttentionResidual,
                 "each sub-layer's output is added to its input (the residual connection around self-attention).",
-                detail="x + self.self_attn(...)."),
+                detail="x + self.dropout1(self.self_attn(x, x, x, mask=mask)[0]), inside norm1 in post-LN."),
         Mistake("no residual around the feed-forward block", _EncNoFeedForwardResidual,
                 "the feed-forward sub-layer needs its residual connection too.",
-                detail="x + self.feed_forward(...)."),
+                detail="x + self.dropout2(self.feed_forward(x)), inside norm2 in post-LN."),
         Mistake("LayerNorm before the sub-layer in post-LN", _EncAlwaysPreLN,
                 "with norm_first=False (the paper) the LayerNorm comes after the residual sum; normalising the "
                 "sub-layer's input is pre-LN.",
-                detail="x = self.norm1(x + attention(x))."),
+                detail="x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask=mask)[0]))."),
         Mistake("norm_first ignored (post-LN always)", _EncAlwaysPostLN,
                 "with norm_first=True, normalise the sub-layer's input and add its output to the raw x: "
                 "x = x + attention(norm1(x)), and do not normalise the sum."),

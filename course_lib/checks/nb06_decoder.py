@@ -309,7 +309,7 @@ SHIFT_RIGHT = register(Exercise(
     mistakes=[
         Mistake("drops the first target instead of the last", _shift_drops_first,
                 "keep y1 (the decoder must read it to predict y2) and drop the last target instead, after the <bos>.",
-                detail="the <bos> column, then tgt_out[:, :-1]."),
+                detail="torch.cat([a column of bos_id, tgt_out[:, :-1]], dim=1)."),
         Mistake("no <bos>", _shift_no_bos,
                 "position 0 of the decoder input is bos_id: the first target is predicted from <bos> alone."),
         Mistake("shifted left", _shift_left,

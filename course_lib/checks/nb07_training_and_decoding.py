@@ -160,7 +160,7 @@ LABEL_SMOOTHING = register(Exercise(
         Mistake("divided by every position", _divide_by_all_positions,
                 "average over the non-padding positions only: divide by their count, not by the number of all "
                 "positions.",
-                detail="divide by (target != pad_id).sum(), not target.numel()."),
+                detail="divide by (target != ignore_index).sum(), not target.numel()."),
         Mistake("smoothing spread over the other classes", _spread_over_other_classes,
                 "PyTorch (and this course) spreads smoothing over all C classes, the right one included: "
                 "the uniform term is the mean of -log p over every class."),

@@ -144,7 +144,7 @@ PATCHIFY = register(Exercise(
                 "after splitting each side as (grid, p), move the two grid axes (H/p, W/p) to the FRONT, so that "
                 "each patch's C*p*p pixels are contiguous; with the grid axes last, the final reshape mixes pixels "
                 "of different patches.",
-                detail="reshape(batch, C, H/p, p, W/p, p).permute(0, 2, 4, 1, 3, 5)."),
+                detail="reshape(batch, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)."),
         Mistake("F.unfold without the transpose", _unfold_not_transposed,
                 "one row per patch: F.unfold returns (batch, C*p*p, num_patches), so swap its last two axes.",
                 detail="F.unfold(...).transpose(1, 2)."),
