@@ -62,9 +62,11 @@ class CellTracker:
 
     def __call__(self, result: Any) -> None:
         """Record one finished cell (IPython's ``ExecutionResult``)."""
-        info = getattr(result, "info", None)
-        names = defined_names(getattr(info, "raw_cell", "") or "")
-        error = None if result.success else (result.error_before_exec or result.error_in_exec)
+        info = getattr(result, "info", None)  # read defensively: an error here would show under every cell
+        names = defined_names(str(getattr(info, "raw_cell", "") or ""))
+        failed = not getattr(result, "success", True)
+        error = (getattr(result, "error_before_exec", None) or getattr(result, "error_in_exec", None)
+                 or RuntimeError("the cell did not finish")) if failed else None
         cell_id = getattr(info, "cell_id", None)
         if cell_id:  # a cell run again without a name it defined before (JupyterLab sends cell ids)
             for gone in set(self._names_by_cell.get(cell_id, [])) - set(names):
