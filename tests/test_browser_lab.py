@@ -10,7 +10,9 @@ from the page's own notebook model (what JupyterLab renders):
   is also the student-version run of ``tests/test_notebook_versions.py``;
 - no "Jupyter news" pop-up is shown (the shipped settings switch it off);
 
-and in notebook 00 a correct solution typed into the exercise cell makes its check say "passed".
+and in notebook 00 a correct solution typed into the exercise cell makes its check say "passed"; then a
+syntax error in that cell, and the same in a fresh kernel, make it say "failed", never "passed" (the old
+answer is still defined) nor a NameError.
 
 The time each check cell took in the kernel (JupyterLab's recorded timing) is written to
 ``SCREENSHOTS/check_times.json``: the first check of each notebook and the later ones. Screenshots of
@@ -256,5 +258,45 @@ def _typed_solution_passes(page, lab: dict[str, str], times: dict[str, list[dict
     screenshot(page, "lab-typed-solution")
     cells = page.evaluate(READ_CELLS)
     times["00_welcome typed"] = [{"exercise": "stable_softmax", "seconds": _seconds(cells[index + 1]["execution"])}]
+    problems = _a_broken_cell_never_passes(page, index)
     _close(page)
-    return []
+    return problems
+
+
+BROKEN = SOLUTION.replace("dim: int = -1)", "dim: int = -1")  # a SyntaxError: the cell defines nothing
+
+
+def _run_exercise_and_check(page, index: int) -> str:
+    """Run the exercise cell at ``index`` and its check (as Shift+Enter twice does); the check's text."""
+    page.evaluate(f"() => {{ {CURRENT}.content.activeCellIndex = {index}; }}")
+    _run(page, "notebook:run-cell-and-select-next")
+    _run(page, "notebook:run-cell-and-select-next")
+    page.wait_for_function(f"() => {CURRENT}.content.model.cells.get({index + 1}).executionCount !== null && "
+                           f"{CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=120_000)
+    time.sleep(0.5)  # the last output message
+    return _text(page.evaluate(READ_CELLS)[index + 1]["outputs"])
+
+
+def _a_broken_cell_never_passes(page, index: int) -> list[str]:
+    """Issue 33: after a correct answer, a syntax error in the exercise cell; then a fresh kernel.
+
+    Neither check may show a green tick (the old answer is still defined after the first) or a NameError."""
+    problems = []
+    page.evaluate(f"() => {{ {CURRENT}.content.model.cells.get({index}).sharedModel.setSource({json.dumps(BROKEN)});"
+                  f" {CURRENT}.content.model.cells.get({index + 1}).executionCount = null; }}")
+    for moment in ("after a correct answer", "in a fresh kernel"):
+        if moment == "in a fresh kernel":
+            page.evaluate(f"async () => {{ await {CURRENT}.sessionContext.session.kernel.restart(); "
+                          f"{CURRENT}.content.model.cells.get({index + 1}).executionCount = null; }}")
+            page.evaluate(f"() => {{ {CURRENT}.content.activeCellIndex = {index}; }}")
+            _run(page, "notebook:run-all-above")
+            page.wait_for_function(f"() => {CURRENT}.sessionContext.session.kernel.status === 'idle'",
+                                   timeout=120_000)
+        text = _run_exercise_and_check(page, index)
+        if "✅" in text or "passed" in text or "NameError" in text or \
+                "raised SyntaxError when it last ran" not in text:
+            screenshot(page, "lab-broken-cell-" + moment.replace(" ", "-"))
+            problems.append(f"00_welcome.ipynb: a syntax error in the exercise cell {moment}; its check says "
+                            f"{text!r}")
+        page.evaluate(f"() => {{ {CURRENT}.content.model.cells.get({index + 1}).executionCount = null; }}")
+    return problems

@@ -79,7 +79,7 @@ def test_check_of_a_missing_name_is_a_verdict_and_gives_the_reference(capsys) ->
     """A syntax error or a typo leaves the exercise undefined: the check says so and does not raise."""
     got = check("patchify")  # no `patchify` here: as after an exercise cell that stopped with an error
     out = capsys.readouterr().out
-    assert "patchify: not defined" in out and "did the cell above run without error?" in out
+    assert "⏳ patchify: not implemented yet" in out and "`patchify` is not defined yet" in out
     assert got is get_exercise("patchify").reference
 
 

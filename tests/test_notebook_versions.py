@@ -47,7 +47,9 @@ def test_structure(path) -> None:
         follower = nb.cells[i + 1]
         assert follower.metadata.get("course") == {"exercise": name, "role": "check"}, \
             f"{name}: the cell after the exercise must be its check cell"
-        assert f'check("{name}"' in follower.source or f"check('{name}'" in follower.source
+        assert re.fullmatch(rf'\w+ = check\("{name}"\)', follower.source.strip()), \
+            f"{name}: one form for every check cell, `xxx_fn = check(\"{name}\")` (the name looked up in the " \
+            f"notebook, the exercise cell's last run known), got {follower.source!r}"
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert not cell.outputs, f"{path.name}: committed with outputs (the course stores none)"
@@ -88,6 +90,31 @@ def test_solved_version_passes_every_check(path) -> None:
     executed = run_smoke(solve(nb), path.parent)
     _assert_all(check_statuses(executed), "passed", names)
     assert not warnings_printed(executed), "\n".join(warnings_printed(executed))
+    assert not control_characters(executed), control_characters(executed)
+
+
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f]")  # not \t, \n, \r (bars) nor ESC (colours)
+
+
+def control_characters(nb: nbformat.NotebookNode) -> list[str]:
+    """Every text output holding a raw control character (a random byte-level token printed as it is)."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = out.get("text", "") if out.get("output_type") == "stream" else "".join(
+                str(v) for k, v in out.get("data", {}).items() if k.startswith("text/"))
+            if CONTROL.search(text):
+                found.append(f"cell {i}: {text[max(0, CONTROL.search(text).start() - 40):][:80]!r}")
+    return found
+
+
+def test_control_characters_are_found() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("stream", name="stdout",
+                                                                               text="【\x0c → value】")])]
+    assert len(control_characters(nb)) == 1
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="a\tb\nc\\x0c")]
+    assert control_characters(nb) == []
 
 
 def test_warnings_are_found() -> None:
@@ -121,9 +148,9 @@ def test_a_broken_exercise_cell_breaks_no_later_cell(root) -> None:
     broken = [i for i, _, name in exercise_cells(executed) if name == "padding_mask"]
     assert errors == broken, f"cells with an error: {errors}; only the broken exercise cell {broken} may have one"
     statuses = check_statuses(executed)
-    assert statuses == {"padding_mask": "error", "causal_mask": "not defined"}, statuses
+    assert statuses == {"padding_mask": "failed", "causal_mask": "not implemented yet"}, statuses
     text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
-    assert "stopped with SyntaxError" in text and "`causal_mask` is not defined" in text
+    assert "your exercise cell raised SyntaxError when it last ran" in text and "`causal_mask` is not defined" in text
 
 
 @pytest.mark.slow

@@ -113,10 +113,13 @@ STABLE_SOFTMAX = register(Exercise(
         Mistake("shift by the minimum", _shift_by_min,
                 "shift by the maximum, not the minimum: x - min can still be large and overflow."),
         Mistake("shift by the global maximum", _shift_by_global_max,
-                "x.max() is one number for the whole tensor: a row far below it becomes exp(-2000) = 0 "
-                "everywhere and 0/0 = NaN. Subtract each slice's own maximum: x.amax(dim=dim, keepdim=True)."),
+                "one maximum for the whole tensor is too much for a row far below it: its exponentials all underflow "
+                "to 0 and 0/0 is NaN. Subtract each slice's own maximum along `dim`.",
+                detail="x.amax(dim=dim, keepdim=True), not x.max()."),
         Mistake("max without keepdim", _max_without_keepdim,
-                "x.amax(dim=dim) drops that axis; use keepdim=True so it broadcasts against x."),
+                "the maximum along `dim` lost that axis, so it no longer lines up with x: keep the axis (keepdim) "
+                "so that it broadcasts.",
+                detail="x.amax(dim=dim, keepdim=True)."),
         Mistake("log-softmax", _log_softmax,
                 "this is log-softmax; take exp() of it (or exponentiate before normalising)."),
         Mistake("calls torch.softmax", _library_softmax, FORBIDDEN_CALL_HINT),

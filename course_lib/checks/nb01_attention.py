@@ -212,20 +212,24 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     **public_and_hidden(_cases),
     mistakes=[
         Mistake("dropout_p ignored", _dropout_ignored,
-                "apply dropout to the weights after the softmax: weights = F.dropout(weights, p=dropout_p). With "
-                "dropout_p=1.0 every weight is dropped, so the weights and the output are all zeros."),
+                "apply dropout to the attention weights, right after the softmax, with probability dropout_p. With "
+                "dropout_p=1.0 every weight is dropped, so the weights and the output are all zeros.",
+                detail="weights = F.dropout(weights, p=dropout_p), before multiplying by the values."),
         Mistake("dropout applied to the output", _dropout_on_the_output,
-                "attention dropout drops weights, not outputs: apply F.dropout to the weights, then multiply by "
-                "the values, and return the weights after dropout (so that output == weights @ value)."),
+                "attention dropout drops weights, not outputs: drop the weights, then multiply by the values, and "
+                "return the weights after dropout (so that the output is the returned weights times the values).",
+                detail="weights = F.dropout(weights, p=dropout_p); output = weights @ value."),
         Mistake("scale missing", _no_scale,
                 "divide the scores by sqrt(d_k): without it their spread grows with d_k and the softmax saturates."),
         Mistake("divided by d_k instead of sqrt(d_k)", _scale_by_d_k,
-                "the scale is 1/sqrt(d_k) (math.sqrt(query.size(-1))), not 1/d_k: q.k has variance d_k, so "
-                "its standard deviation is sqrt(d_k)."),
+                "the scale is 1/sqrt(d_k), not 1/d_k: q.k has variance d_k, so its standard deviation is sqrt(d_k).",
+                detail="scores / math.sqrt(query.size(-1))."),
         Mistake("scaled by the value's size", _scale_by_d_v,
-                "d_k is the size of the query and key vectors (query.size(-1)); the values' size d_v may differ."),
+                "d_k is the size of the query and key vectors; the values' size d_v may differ.",
+                detail="d_k = query.size(-1)."),
         Mistake("K Q^T instead of Q K^T", _keys_times_queries,
-                "the scores are query @ key.transpose(-2, -1): one row per query, one column per key."),
+                "the scores have one row per query and one column per key: Q K^T, not K Q^T.",
+                detail="query @ key.transpose(-2, -1)."),
         Mistake("softmax over the queries (dim=-2)", _softmax_over_queries,
                 "take the softmax over the keys, the last axis (dim=-1): each query's weights must sum to 1."),
         Mistake("mask inverted", with_inputs(scaled_dot_product_attention, mask=inverted),
@@ -235,15 +239,17 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
                 "mask the scores before the softmax (set them to -inf); zeroing weights afterwards leaves rows "
                 "that no longer sum to 1."),
         Mistake("NaN for a query with no key", _nan_for_empty_rows,
-                "a query whose keys are all masked gives softmax of a row of -inf = NaN; set such rows' weights to "
-                "zero with masked_fill or torch.where, e.g. weights.masked_fill(~mask.any(dim=-1, keepdim=True), "
-                "0.0). Multiplying by a 0/1 mask keeps them NaN (NaN * 0 = NaN)."),
+                "a query whose keys are all masked gives the softmax of a row of -inf, which is NaN: set such rows' "
+                "weights to zero. Multiplying by a 0/1 mask keeps them NaN (NaN * 0 = NaN); replace the values "
+                "instead.",
+                detail="weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0) (or torch.where)."),
         Mistake("-1e9 fill leaves a fully masked row uniform", _large_negative_fill,
                 "filling with -1e9 gives a query with no key uniform weights, not zeros: set the weights of rows "
                 "whose mask is all False to zero."),
         Mistake("masked scores set to 0 instead of -inf", _masked_with_zero,
-                "masked_fill(~mask, 0) sets a masked score to 0, and exp(0) = 1: the masked key still gets weight. "
-                "Fill with float('-inf') so that its weight after the softmax is exactly 0."),
+                "a masked score set to 0 still gets weight, since exp(0) = 1: fill masked scores with minus "
+                "infinity, so that their weight after the softmax is exactly 0.",
+                detail="scores.masked_fill(~mask, float('-inf'))."),
         Mistake("exp without the max shift, NaN hidden by nan_to_num", _no_max_shift_then_nan_to_num,
                 "exp() of a score above about 88 is inf in float32 and inf/inf = NaN; nan_to_num then turns a "
                 "whole row into zeros. Subtract each row's maximum before exp() (or use torch.softmax) and zero "

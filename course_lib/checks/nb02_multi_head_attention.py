@@ -94,21 +94,27 @@ SPLIT_HEADS = register(Exercise(
     atol=0.0, rtol=0.0,
     mistakes=[
         Mistake("view straight to (batch, heads, seq, d_k)", _split_no_transpose,
-                "the shape is right but the numbers are not: view(batch, heads, seq, d_k) cuts the memory in the "
-                "wrong order. View as (batch, seq, num_heads, d_k) first, then transpose(1, 2)."),
+                "the shape is right but the numbers are not: viewing straight to (batch, heads, seq, d_k) cuts the "
+                "memory in the wrong order. View as (batch, seq, num_heads, d_k) first, then swap the seq and head "
+                "axes.",
+                detail="x.view(batch, seq, num_heads, d_k).transpose(1, 2)."),
         Mistake("transpose forgotten", _split_forgot_transpose,
-                "after view(batch, seq, num_heads, d_k), move the head axis before the sequence: transpose(1, 2)."),
+                "after viewing as (batch, seq, num_heads, d_k), move the head axis before the sequence axis.",
+                detail="transpose(1, 2)."),
         Mistake("features interleaved across heads", _split_interleaved,
-                "view(batch, seq, d_k, num_heads) gives head h the features h, h + num_heads, ...: each head must get "
-                "a contiguous slice, so the head axis comes before d_k in the view."),
+                "viewing as (batch, seq, d_k, num_heads) gives head h the features h, h + num_heads, ...: each head "
+                "must get a contiguous slice, so the head axis comes before d_k in the view.",
+                detail="x.view(batch, seq, num_heads, d_k).transpose(1, 2)."),
         Mistake("transposed the last two axes", _split_wrong_transpose,
-                "transpose(1, 2) swaps seq and heads; transpose(2, 3) swaps heads and d_k instead."),
+                "you swapped the last two axes (heads and d_k); the axes to swap are seq and heads.",
+                detail="transpose(1, 2), not transpose(2, 3)."),
         Mistake("transpose before the view", _split_transpose_then_view,
                 "cut each position's feature vector first (view the last axis as (num_heads, d_k)), then move the "
                 "head axis: transposing first mixes positions into the heads."),
         Mistake("permuted to (batch, heads, d_k, seq)", _split_keys_layout,
-                "the result is (batch, num_heads, seq, d_k): permute(0, 2, 1, 3) (or transpose(1, 2)); the keys' "
-                "transpose for Q K^T happens later, inside attention."),
+                "the result is (batch, num_heads, seq, d_k): only the seq and head axes change places; the keys' "
+                "transpose for Q K^T happens later, inside attention.",
+                detail="transpose(1, 2) (or permute(0, 2, 1, 3))."),
     ],
     also_correct=[_split_with_chunk, _split_with_loop, _split_with_unflatten],
 ))
@@ -190,8 +196,9 @@ MERGE_HEADS = register(Exercise(
     atol=0.0, rtol=0.0,
     mistakes=[
         Mistake("reshape without moving the head axis", _merge_no_transpose,
-                "reshape alone reads the memory in (heads, seq) order and mixes positions: transpose(1, 2) first "
-                "(then .contiguous() before .view, or use .reshape)."),
+                "reshaping alone reads the memory in (heads, seq) order and mixes positions: bring the head axis "
+                "next to d_k first, then flatten.",
+                detail="x.transpose(1, 2).reshape(batch, seq, num_heads * d_k) (or .contiguous().view(...))."),
         Mistake("features interleaved (d_k before heads)", _merge_d_k_major,
                 "each head's d_k features must stay together: bring the tensor to (batch, seq, heads, d_k), not "
                 "(batch, seq, d_k, heads), before flattening the last two axes."),
@@ -202,8 +209,9 @@ MERGE_HEADS = register(Exercise(
         Mistake("heads averaged", _merge_mean_repeated,
                 "each head keeps its own output: concatenate them, do not average."),
         Mistake("transposed the last two axes", _merge_wrong_transpose,
-                "move the head axis next to d_k with transpose(1, 2): (batch, heads, seq, d_k) -> (batch, seq, heads, "
-                "d_k); transpose(2, 3) swaps seq and d_k instead."),
+                "move the head axis next to d_k, (batch, heads, seq, d_k) -> (batch, seq, heads, d_k), before "
+                "flattening; you swapped seq and d_k instead.",
+                detail="transpose(1, 2), not transpose(2, 3)."),
     ],
     also_correct=[_merge_with_cat, _merge_with_flatten, _merge_with_loop],
 ))
@@ -456,31 +464,39 @@ MULTI_HEAD_ATTENTION = register(Exercise(
     **public_and_hidden(_mha_cases),
     mistakes=[
         Mistake("output projection W^O missing", _NoOutputProjection,
-                "after merging the heads, mix them with the output projection: output = self.w_o(merged)."),
+                "after merging the heads, mix them with the output projection W^O.",
+                detail="output = self.w_o(merged)."),
         Mistake("key and value swapped", _KeyValueSwapped,
-                "project the key with w_k and the value with w_v: self.w_k(key), self.w_v(value)."),
+                "project the key with W^K and the value with W^V, not the other way round.",
+                detail="self.w_k(key), self.w_v(value)."),
         Mistake("dropout applied in eval mode", _DropoutAlwaysOn,
-                "dropout is for training only: pass dropout_p=self.dropout if self.training else 0.0 (or "
-                "F.dropout(..., training=self.training))."),
+                "dropout is for training only: in eval mode (self.training is False) the attention must not drop "
+                "anything.",
+                detail="dropout_p=self.dropout if self.training else 0.0 (or F.dropout(..., "
+                       "training=self.training))."),
         Mistake("scale missing", _NoScale,
                 "each head's scores are divided by sqrt(d_k) (d_k = d_model / num_heads), as in notebook 01."),
         Mistake("scaled by sqrt(d_model) instead of sqrt(d_k)", _ScaleByDModel,
                 "each head compares d_k-dimensional vectors: divide by sqrt(self.d_k), not sqrt(d_model)."),
         Mistake("heads merged without moving the head axis", _MergedWithoutTranspose,
-                "merge with transpose(1, 2) then reshape to (batch, seq_q, d_model) (merge_heads): a plain reshape "
-                "mixes positions."),
+                "merge the heads as merge_heads does: move the head axis back next to d_k before reshaping to "
+                "(batch, seq_q, d_model); a plain reshape mixes positions.",
+                detail="out.transpose(1, 2).reshape(batch, seq_q, d_model)."),
         Mistake("heads split without the transpose", _SplitWithoutTranspose,
-                "split with view(batch, seq, num_heads, d_k).transpose(1, 2) (split_heads): viewing straight to "
-                "(batch, heads, seq, d_k) mixes positions."),
+                "split the heads as split_heads does: view as (batch, seq, num_heads, d_k), then swap the seq and "
+                "head axes; viewing straight to (batch, heads, seq, d_k) mixes positions.",
+                detail="x.view(batch, seq, num_heads, d_k).transpose(1, 2)."),
         Mistake("key projected with w_q", _KeyProjectedWithWq,
-                "queries, keys and values have their own projections: k = self.w_k(key), v = self.w_v(value)."),
+                "queries, keys and values have their own projections: the key goes through W^K and the value through "
+                "W^V.",
+                detail="k = self.w_k(key), v = self.w_v(value)."),
         Mistake("one head of size d_model", _OneBigHead,
                 "split the projected queries, keys and values into num_heads heads of d_k features, attend in each "
                 "head separately, then merge."),
         Mistake("keys and values taken from the query", _KeysAndValuesFromQuery,
-                "project the key and value arguments, not the query: k = self.w_k(key), v = self.w_v(value). "
-                "In self-attention all three are the same tensor, in cross-attention (the decoder reading the "
-                "encoder) they are not."),
+                "project the key and value arguments, not the query. In self-attention all three are the same "
+                "tensor, in cross-attention (the decoder reading the encoder) they are not.",
+                detail="k = self.w_k(key), v = self.w_v(value)."),
         Mistake("-1e9 fill leaves a fully masked query uniform", _LargeNegativeFill,
                 "filling masked scores with -1e9 gives a query whose keys are all masked uniform weights over "
                 "the masked keys; its weights must be zero: set them to zero with masked_fill or torch.where "

@@ -151,15 +151,17 @@ SINUSOIDAL_TABLE = register(Exercise(
                 "divide the position by 10000^(2i/d_model) (or multiply by its inverse); multiplying makes "
                 "the angles explode instead of slowing down."),
         Mistake("halves concatenated", _halves_concatenated,
-                "interleave sines and cosines: columns 0, 2, 4, ... are sines and 1, 3, 5, ... cosines "
-                "(table[:, 0::2] = sin, table[:, 1::2] = cos), not [all sines | all cosines]."),
+                "interleave sines and cosines: columns 0, 2, 4, ... are sines and 1, 3, 5, ... cosines, not all "
+                "sines followed by all cosines.",
+                detail="table[:, 0::2] = torch.sin(angles); table[:, 1::2] = torch.cos(angles)."),
         Mistake("positions and dimensions swapped", _pos_and_i_swapped,
                 "the table has one ROW per position and one COLUMN per dimension: shape (max_len, d_model)."),
         Mistake("angle in degrees", _degrees,
                 "torch.sin and torch.cos take radians: use pos / 10000^(2i/d_model) as it is, with no "
                 "degree conversion."),
         Mistake("positions start at 1", _positions_from_one,
-                "positions start at 0 (the first row is sin 0 = 0 and cos 0 = 1): use torch.arange(max_len)."),
+                "positions start at 0 (the first row is sin 0 = 0 and cos 0 = 1).",
+                detail="positions = torch.arange(max_len)."),
     ],
     also_correct=[_with_loops, _annotated_transformer_float32, _stacked],
 ))

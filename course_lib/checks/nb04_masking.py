@@ -76,8 +76,8 @@ CAUSAL_MASK = register(Exercise(
     **public_and_hidden(_causal_cases),
     mistakes=[
         Mistake("diagonal excluded", _strictly_below,
-                "a position may attend to itself: keep the diagonal (torch.tril(..., diagonal=0)). Without "
-                "it, the first query sees no key at all."),
+                "a position may attend to itself: keep the diagonal. Without it, the first query sees no key at all.",
+                detail="torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool), diagonal=0)."),
         Mistake("one step into the future", _one_step_ahead,
                 "query i may see keys j <= i only; diagonal=1 lets it see the next token, the very one it "
                 "must predict."),
@@ -88,8 +88,9 @@ CAUSAL_MASK = register(Exercise(
                 "this is PyTorch's nn.Transformer / TensorFlow convention (True = forbidden). The course's "
                 "mask says True = may attend: invert it."),
         Mistake("float 0/1 instead of bool", _float_ones,
-                "the right pattern, but a float tensor: return torch.bool (e.g. torch.ones(..., "
-                "dtype=torch.bool)); a float 0/1 mask is ambiguous (is 1 'keep' or 'masked'?)."),
+                "the right pattern, but a float tensor: return a boolean one; a float 0/1 mask is ambiguous (is 1 "
+                "'keep' or 'masked'?).",
+                detail="torch.ones(..., dtype=torch.bool), or a comparison, which is boolean already."),
         Mistake("additive -inf mask", _additive,
                 "this is an additive float mask (0 / -inf, nn.Transformer.generate_square_subsequent_mask); "
                 "the course's mask is boolean, True where attention is allowed."),
@@ -185,8 +186,9 @@ PADDING_MASK = register(Exercise(
     **public_and_hidden(_padding_cases),
     mistakes=[
         Mistake("inverted (True at padding)", with_output(padding_mask, inverted),
-                "True must mark the REAL tokens (tokens != pad_id), the keys that may be attended to; "
-                "True at padding is nn.MultiheadAttention's key_padding_mask convention."),
+                "True must mark the REAL tokens, the keys that may be attended to; True at padding is "
+                "nn.MultiheadAttention's key_padding_mask convention.",
+                detail="tokens != pad_id."),
         Mistake("shape (batch, seq)", _padding_2d,
                 "a (batch, seq) mask lines up with the scores' LAST two axes (seq_q, seq_k), not with the "
                 "batch: return shape (batch, 1, 1, seq) so it broadcasts over heads and queries."),
@@ -197,11 +199,14 @@ PADDING_MASK = register(Exercise(
                 "padding hides KEYS (the last axis, seq_k), not query rows: shape (batch, 1, 1, seq), "
                 "not (batch, 1, seq, 1)."),
         Mistake("float instead of bool", _padding_float,
-                "the right pattern, but a float tensor: return the boolean tokens != pad_id as it is."),
+                "the right pattern, but a float tensor: the comparison with the pad id is boolean already, return it "
+                "as it is.",
+                detail="(tokens != pad_id), without .float()."),
         Mistake("TensorFlow's float mask, 1 = padding", _padding_tensorflow_style,
-                "this is the TensorFlow tutorial's convention: a float mask with 1.0 at PADDING, added to the "
-                "scores as mask * -1e9. This course's mask means the opposite and has another type: a boolean "
-                "tensor, True at the real tokens that may be attended to: (tokens != pad_id)[:, None, None, :]."),
+                "this is the TensorFlow tutorial's convention: a float mask with 1.0 at PADDING, added to the scores "
+                "times -1e9. This course's mask means the opposite and has another type: a boolean tensor, True at "
+                "the real tokens that may be attended to, shape (batch, 1, 1, seq).",
+                detail="(tokens != pad_id)[:, None, None, :]."),
         Mistake("pad id hard-coded as 0", _padding_pad_is_zero,
                 "compare with the argument pad_id, not with 0: some vocabularies put padding elsewhere."),
         Mistake("queries and keys both masked", _padding_both_sides,

@@ -157,7 +157,9 @@ FEED_FORWARD = register(Exercise(
         Mistake("always ReLU", _FfnAlwaysRelu,
                 "use self.activation (it is GELU when activation='gelu'), not a hard-coded ReLU."),
         Mistake("biases dropped", _FfnNoBias,
-                "call the nn.Linear modules (self.linear1(x)) so that their biases b1 and b2 are added."),
+                "call the nn.Linear modules themselves (not only their weight matrices) so that their biases b1 and "
+                "b2 are added.",
+                detail="self.linear2(...(self.linear1(x))), not x @ self.linear1.weight.T."),
         Mistake("linear maps in the wrong order", _FfnLinearsSwapped,
                 "linear1 maps d_model -> d_ff and comes first; linear2 maps d_ff -> d_model."),
     ],
@@ -314,19 +316,23 @@ ENCODER_LAYER = register(Exercise(
     **public_and_hidden(_encoder_cases),
     mistakes=[
         Mistake("no residual around attention", _EncNoAttentionResidual,
-                "each sub-layer's output is added to its input (the residual): x + SelfAttention(...)."),
+                "each sub-layer's output is added to its input (the residual connection around self-attention).",
+                detail="x + self.dropout1(self.self_attn(x, x, x, mask=mask)[0]), inside norm1 in post-LN."),
         Mistake("no residual around the feed-forward block", _EncNoFeedForwardResidual,
-                "the feed-forward sub-layer needs its residual too: x + FFN(...)."),
+                "the feed-forward sub-layer needs its residual connection too.",
+                detail="x + self.dropout2(self.feed_forward(x)), inside norm2 in post-LN."),
         Mistake("LayerNorm before the sub-layer in post-LN", _EncAlwaysPreLN,
-                "with norm_first=False (the paper) the LayerNorm comes after the residual sum: "
-                "x = norm1(x + attention(x)); normalising the sub-layer's input is pre-LN."),
+                "with norm_first=False (the paper) the LayerNorm comes after the residual sum; normalising the "
+                "sub-layer's input is pre-LN.",
+                detail="x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask=mask)[0]))."),
         Mistake("norm_first ignored (post-LN always)", _EncAlwaysPostLN,
                 "with norm_first=True, normalise the sub-layer's input and add its output to the raw x: "
                 "x = x + attention(norm1(x)), and do not normalise the sum."),
         Mistake("pre-LN residual from the normalised input", _EncPreLNResidualFromNormalised,
                 "in pre-LN the residual adds the raw x, not norm1(x): x = x + attention(norm1(x))."),
         Mistake("mask not passed to attention", _EncMaskIgnored,
-                "pass mask to self.self_attn(..., mask=mask): padded positions must not be attended to."),
+                "pass the mask on to the self-attention: padded positions must not be attended to.",
+                detail="self.self_attn(..., mask=mask)."),
         Mistake("norm1 and norm2 swapped", _EncNormsSwapped,
                 "norm1 belongs to the attention sub-layer, norm2 to the feed-forward sub-layer (their "
                 "weights differ)."),
@@ -403,9 +409,12 @@ MEAN_POOL = register(Exercise(
     **public_and_hidden(_pool_cases),
     mistakes=[
         Mistake("padding included", _pool_includes_padding,
-                "x.mean(dim=1) averages the padding too: zero the padded positions with the mask first."),
+                "a plain mean over the sequence averages the padding too: zero the padded positions with the mask "
+                "first, and count only the real tokens.",
+                detail="(x * mask[..., None]).sum(dim=1) / mask.sum(dim=1, keepdim=True)."),
         Mistake("divided by the padded length", _pool_divides_by_seq,
-                "divide by the number of real tokens in each row (mask.sum(dim=1)), not by seq."),
+                "divide by the number of real tokens in each row, not by the padded length seq.",
+                detail="mask.sum(dim=1, keepdim=True)."),
         Mistake("summed over the wrong axis", _pool_wrong_axis,
                 "average over the sequence axis (dim=1), keeping the d_model features."),
         Mistake("mask inverted", _pool_inverted_mask,

@@ -188,8 +188,9 @@ DECODER_LAYER = register(Exercise(
     **public_and_hidden(_decoder_cases),
     mistakes=[
         Mistake("cross-attention with queries from the encoder", _DecQueriesFromEncoder,
-                "in encoder-decoder attention the queries come from the decoder (x) and the keys and values "
-                "from the encoder: self.cross_attn(x, memory, memory, ...)."),
+                "in encoder-decoder attention the queries come from the decoder and the keys and values from the "
+                "encoder's output (memory).",
+                detail="self.cross_attn(x, memory, memory, ...)."),
         Mistake("look-ahead mask on the cross-attention", _DecLookAheadOnCross,
                 "the decoder may look at every source position: the cross-attention takes cross_mask (the "
                 "source's padding), not the causal self_mask."),
@@ -307,8 +308,8 @@ SHIFT_RIGHT = register(Exercise(
     **public_and_hidden(_shift_cases),
     mistakes=[
         Mistake("drops the first target instead of the last", _shift_drops_first,
-                "keep y1 (the decoder must read it to predict y2) and drop the last column: "
-                "tgt_out[:, :-1] after the <bos>."),
+                "keep y1 (the decoder must read it to predict y2) and drop the last target instead, after the <bos>.",
+                detail="torch.cat([a column of bos_id, tgt_out[:, :-1]], dim=1)."),
         Mistake("no <bos>", _shift_no_bos,
                 "position 0 of the decoder input is bos_id: the first target is predicted from <bos> alone."),
         Mistake("shifted left", _shift_left,

@@ -148,15 +148,19 @@ LABEL_SMOOTHING = register(Exercise(
     **public_and_hidden(_loss_cases),
     mistakes=[
         Mistake("log of softmax", _log_of_softmax,
-                "torch.log(torch.softmax(...)) gives log(0) = -inf once a probability underflows: use "
-                "F.log_softmax (or logits - logsumexp)."),
+                "the log of a softmax gives log(0) = -inf once a probability underflows: use the library's "
+                "log-softmax, which is computed stably.",
+                detail="F.log_softmax(logits, dim=-1) (or logits - logits.logsumexp(-1, keepdim=True)), not "
+                       "torch.log(torch.softmax(...))."),
         Mistake("padding counted", _padding_counted,
                 "positions whose target is ignore_index must not contribute: mask them out of the sum."),
         Mistake("padding in the smoothing term", _padding_in_smoothing_term,
                 "mask the padding out of both terms: the smoothing term (mean of -log p over the classes) "
                 "must also be averaged over the non-padding positions only."),
         Mistake("divided by every position", _divide_by_all_positions,
-                "average over the non-padding positions only: divide by their count, not by target.numel()."),
+                "average over the non-padding positions only: divide by their count, not by the number of all "
+                "positions.",
+                detail="divide by (target != ignore_index).sum(), not target.numel()."),
         Mistake("smoothing spread over the other classes", _spread_over_other_classes,
                 "PyTorch (and this course) spreads smoothing over all C classes, the right one included: "
                 "the uniform term is the mean of -log p over every class."),
@@ -244,7 +248,9 @@ WARMUP = register(Exercise(
     rtol=1e-6,
     mistakes=[
         Mistake("warmup^-0.5", _lr_warmup_power_half,
-                "the warm-up branch is step * warmup^-1.5, so that both branches meet at step = warmup."),
+                "the warm-up branch is step times warmup^-1.5, so that both branches meet when the step reaches "
+                "warmup.",
+                detail="step * warmup ** -1.5."),
         Mistake("max instead of min", _lr_max,
                 "take the min of the two branches, step^-0.5 and step * warmup^-1.5 (check both exponents' "
                 "signs): the rate rises linearly, then decays."),
@@ -349,9 +355,13 @@ BEAM_STEP = register(Exercise(
         Mistake("previous scores not added", _scores_not_added,
                 "a candidate's score is its beam's score plus the token's log-probability."),
         Mistake("index split by beam size", _divided_by_beam,
-                "in the flattened (beam * vocab) axis, index // vocab is the beam and index % vocab the token."),
+                "in the flattened (beam * vocab) axis, the integer quotient by vocab is the beam and the remainder "
+                "the token.",
+                detail="beam = index // vocab, token = index % vocab."),
         Mistake("log-probabilities multiplied", _probabilities_multiplied,
-                "probabilities multiply, so log-probabilities add: scores.unsqueeze(-1) + log_probs."),
+                "probabilities multiply, so log-probabilities add: each beam's score is added to every next token's "
+                "log-probability.",
+                detail="scores.unsqueeze(-1) + log_probs."),
         Mistake("smallest scores kept", _smallest,
                 "log-probabilities are <= 0 and higher is better: keep the largest (topk's default)."),
         Mistake("sentences mixed together", _flattened_over_batch,

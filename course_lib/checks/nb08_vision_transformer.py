@@ -141,17 +141,19 @@ PATCHIFY = register(Exercise(
                 "neighbouring rows. Split each side with the grid axis first, (batch, C, H/p, p, W/p, p), then "
                 "permute the two grid axes to the front: (batch, H/p, W/p, C, p, p)."),
         Mistake("grid axes moved last before the reshape", _grid_axes_last,
-                "after reshape(batch, C, H/p, p, W/p, p), move the two grid axes (H/p, W/p) to the FRONT, "
-                "permute(0, 2, 4, 1, 3, 5), so that each patch's C*p*p pixels are contiguous; with the grid "
-                "axes last, the final reshape mixes pixels of different patches."),
+                "after splitting each side as (grid, p), move the two grid axes (H/p, W/p) to the FRONT, so that "
+                "each patch's C*p*p pixels are contiguous; with the grid axes last, the final reshape mixes pixels "
+                "of different patches.",
+                detail="reshape(batch, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)."),
         Mistake("F.unfold without the transpose", _unfold_not_transposed,
-                "one row per patch: F.unfold returns (batch, C*p*p, num_patches), so transpose its last two "
-                "axes: F.unfold(...).transpose(1, 2)."),
+                "one row per patch: F.unfold returns (batch, C*p*p, num_patches), so swap its last two axes.",
+                detail="F.unfold(...).transpose(1, 2)."),
         Mistake("overlapping patches", _overlapping,
                 "patches do not overlap: step by the patch size (stride = patch_size), not by one pixel."),
         Mistake("height and width grids swapped", _grid_sides_swapped,
-                "split the height into H/p rows of patches and the width into W/p columns: you used W/p for "
-                "the height (this only shows when H != W)."),
+                "split the height into H/p rows of patches and the width into W/p columns: you used W/p for the "
+                "height (this only shows when the image is not square).",
+                detail="reshape(batch, C, H // p, p, W // p, p)."),
     ],
     also_correct=[_with_unfold, _with_tensor_unfold, _with_loops],
 ))
@@ -250,8 +252,8 @@ CLS_AND_POSITIONS = register(Exercise(
                 "prepend the [CLS] token: the output has N + 1 tokens per image, [CLS] first, then the N "
                 "patches."),
         Mistake("[CLS] appended at the end", _cls_last,
-                "[CLS] goes first, at position 0 (the classifier reads output 0): torch.cat([cls, patches], "
-                "dim=1)."),
+                "[CLS] goes first, at position 0 (the classifier reads output 0), before the patches.",
+                detail="torch.cat([cls, patches], dim=1)."),
         Mistake("positions added to the patches only", _positions_on_patches_only,
                 "add the position embeddings to every token, [CLS] included: all N + 1 rows of "
                 "pos_embedding are used, row 0 for [CLS]."),
@@ -267,8 +269,9 @@ CLS_AND_POSITIONS = register(Exercise(
         Mistake("positions multiplied", _positions_multiplied,
                 "position embeddings are added to the tokens, not multiplied."),
         Mistake("only the first position row added", _first_position_only,
-                "add the whole pos_embedding (1, N + 1, d_model), one row per position; pos_embedding[:, :1] "
-                "adds row 0 to every token."),
+                "add the whole position embedding (1, N + 1, d_model), one row per position; you added row 0 to "
+                "every token.",
+                detail="tokens + pos_embedding, not pos_embedding[:, :1]."),
     ],
     also_correct=[_with_repeat, _filled_in],
 ))

@@ -160,8 +160,9 @@ ADDITIVE_ATTENTION = register(Exercise(
                 "additive attention has no 1/sqrt(d) factor: tanh already bounds the hidden layer, and v learns "
                 "the scale."),
         Mistake("fully masked rows give NaN", _masked_rows_nan,
-                "a sentence whose keys are all masked gives softmax(-inf, ..., -inf) = NaN: set the masked "
-                "weights to 0 after the softmax (masked_fill(~mask, 0.0))."),
+                "a sentence whose keys are all masked gives the softmax of a row of -inf, which is NaN: set the "
+                "masked weights to 0 after the softmax.",
+                detail="weights.masked_fill(~mask, 0.0)."),
     ],
     also_correct=[_with_einsum, _with_loops],
 ))

@@ -140,10 +140,13 @@ MAX_PATH_LENGTH = register(Exercise(
         Mistake("convolution: rounded down", _path_conv_floor,
                 "a partial layer is still a layer: round up (ceil), not down."),
         Mistake("dilated: math.log rounds", _path_float_log,
-                "math.log(n) / math.log(k) is not exact (log(125)/log(5) = 3.0000000000000004): count with "
-                "integers, e.g. multiply the receptive field by k until it reaches n."),
+                "a ratio of floating-point logarithms is not exact (log 125 / log 5 = 3.0000000000000004): count "
+                "with integers, e.g. multiply the receptive field by k until it reaches n.",
+                detail="layers = 0; reach = 1; while reach < n: reach *= k; layers += 1."),
         Mistake("dilated: one layer too many", _path_dilated_strict,
-                "k**L positions are enough when k**L == n: stop as soon as k**L >= n."),
+                "k to the power L positions are enough when that equals n exactly: stop as soon as the receptive "
+                "field reaches n.",
+                detail="stop when k ** L >= n."),
         Mistake("one position still needs a layer", _path_single_position,
                 "with n = 1 there is nothing to connect: every layer kind needs 0 layers."),
         Mistake("restricted attention: n / r", _path_restricted_n_over_r,

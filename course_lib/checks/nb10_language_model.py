@@ -96,21 +96,25 @@ LM_LOSS = register(Exercise(
     **public_and_hidden(_loss_cases),
     mistakes=[
         Mistake("not shifted", _not_shifted,
-                "the output at position t must predict the NEXT token, tokens[:, t + 1]: compare "
-                "logits[:, :-1] with tokens[:, 1:] (a model scored on its own input learns to copy it)."),
+                "the output at position t must predict the NEXT token, the one at t + 1: score every position but "
+                "the last against the tokens shifted by one (a model scored on its own input learns to copy it).",
+                detail="logits[:, :-1] against tokens[:, 1:]."),
         Mistake("shifted the wrong way", _shifted_the_wrong_way,
-                "drop the LAST position of the logits (it has no next token) and the FIRST of the tokens "
-                "(nothing predicts it): logits[:, :-1] against tokens[:, 1:]."),
+                "drop the LAST position of the logits (it has no next token) and the FIRST of the tokens (nothing "
+                "predicts it).",
+                detail="logits[:, :-1] against tokens[:, 1:]."),
         Mistake("torch.roll", _rolled,
-                "torch.roll wraps around: the last position would be scored on the first token. Slice "
-                "instead: logits[:, :-1] against tokens[:, 1:]."),
+                "torch.roll wraps around: the last position would be scored on the first token. Slice instead: drop "
+                "the last logit position and the first token.",
+                detail="logits[:, :-1] against tokens[:, 1:]."),
         Mistake("sum instead of mean", _summed,
                 "average over the batch * (seq - 1) scored positions (cross_entropy's default 'mean')."),
         Mistake("mean of per-sequence sums", _mean_of_sequence_sums,
                 "average over every scored position, not the sum per sequence averaged over the batch."),
         Mistake("log of softmax", _log_of_softmax,
-                "torch.log(torch.softmax(...)) gives log(0) = -inf once a probability underflows: use "
-                "F.cross_entropy or F.log_softmax."),
+                "the log of a softmax gives log(0) = -inf once a probability underflows: use the library's "
+                "cross-entropy or log-softmax, which are computed stably.",
+                detail="F.cross_entropy or F.log_softmax, not torch.log(torch.softmax(...))."),
     ],
     also_correct=[_via_log_softmax_gather, _via_nll_loss, _with_a_loop],
 ))
@@ -310,11 +314,13 @@ ATTEND_WITH_CACHE = register(Exercise(
                 "with several new tokens (the prompt), new token i must not see new tokens after it: mask "
                 "key j unless j <= past + i."),
         Mistake("mask without the offset", _mask_without_offset,
-                "new query i sits at absolute position past + i: it may see every cached key and the new "
-                "ones up to itself (torch.tril(..., diagonal=past), not diagonal=0)."),
+                "new query i sits at absolute position past + i: it may see every cached key and the new ones up to "
+                "itself, so the causal mask is shifted by the cache's length.",
+                detail="torch.tril(..., diagonal=past), not diagonal=0."),
         Mistake("new keys before the cached ones", _new_before_past,
-                "append: torch.cat([past_keys, k_new], dim=2), the cache first, so that position j stays at "
-                "index j."),
+                "append the new keys after the cached ones along the sequence axis, the cache first, so that "
+                "position j stays at index j.",
+                detail="torch.cat([past_keys, k_new], dim=2)."),
         Mistake("cache ignored", _only_new_keys,
                 "attend over the cached keys and values too, not only the new ones: that is what the cache "
                 "is for."),

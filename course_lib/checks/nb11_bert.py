@@ -257,6 +257,31 @@ def _random_never_the_original(tokens, mask_id, vocab_size, special_ids, generat
     return inputs, torch.where(selected, tokens, IGNORE_INDEX)
 
 
+def _selection_inverted(tokens, mask_id, vocab_size, special_ids, generator=None):
+    return _masking(tokens, mask_id, vocab_size, special_ids, 1.0 - SELECT, MASK, RANDOM, generator=generator)
+
+
+def _unselected_positions_masked(tokens, mask_id, vocab_size, special_ids, generator=None):
+    """The replacements go where the selection is False: the wrong tokens are masked."""
+    special = torch.tensor([*special_ids, mask_id])
+    selected = (torch.rand(tokens.shape, generator=generator) < SELECT) & ~torch.isin(tokens, special)
+    action = torch.rand(tokens.shape, generator=generator)
+    ordinary_unselected = ~selected & ~torch.isin(tokens, special)
+    inputs = torch.where(ordinary_unselected & (action < MASK), mask_id, tokens)
+    return inputs, torch.where(selected, tokens, IGNORE_INDEX)
+
+
+def _two_selections(tokens, mask_id, vocab_size, special_ids, generator=None):
+    """One selection for the inputs, another for the labels: the masked tokens are not the labelled ones."""
+    inputs, _ = mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=generator)
+    _, labels = mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=generator)
+    return inputs, labels
+
+
+WRONG_TOKENS_MASKED = ("the wrong tokens are masked: the [MASK] and random replacements go to the SELECTED positions, "
+                       "exactly those whose label is the original token (ONE selection decides both); every other "
+                       "position keeps its token.")
+
 MASK_TOKENS = register(Exercise(
     name="mask_tokens",
     notebook=NOTEBOOK,
@@ -268,8 +293,9 @@ MASK_TOKENS = register(Exercise(
     compare=masking_problems,
     mistakes=[
         Mistake("special tokens selected", _specials_selected,
-                "never select a special position: selected = (torch.rand(...) < 0.15) & ~torch.isin(tokens, "
-                "special), with [MASK]'s id among the special ones."),
+                "never select a special position ([PAD], [CLS], [SEP], [MASK]): draw the 15 % among the ordinary "
+                "tokens only.",
+                detail="selected = (torch.rand(...) < 0.15) & ~torch.isin(tokens, special)."),
         Mistake("every selected token becomes [MASK]", _all_masked,
                 "only 80 % of the selected positions become [MASK]; 10 % get a random token and 10 % stay as "
                 "they are, so that the model must also check tokens that look fine."),
@@ -283,14 +309,24 @@ MASK_TOKENS = register(Exercise(
                 "a random replacement is drawn uniformly from the whole vocabulary (its ordinary ids), not from "
                 "the tokens that happen to be in the batch."),
         Mistake("labels of the masked input", _labels_of_the_masked_input,
-                "the label is the ORIGINAL token (what the model must recover), not the [MASK] or random token "
-                "it sees: labels = torch.where(selected, tokens, -100)."),
+                "the label is the ORIGINAL token (what the model must recover), not the [MASK] or random token it "
+                "sees; unselected positions get the ignored label -100.",
+                detail="labels = torch.where(selected, tokens, -100)."),
         Mistake("two independent draws", _independent_draws,
                 "use ONE uniform draw per position for the three choices (a second draw lets a position be "
                 "picked for [MASK] and for a random token, which upsets 80/10/10)."),
         Mistake("tokens changed in place", _in_place,
-                "build new tensors (torch.where(...) or tokens.clone()); the caller's tokens must stay as they "
-                "were."),
+                "build new tensors; the caller's tokens must stay as they were.",
+                detail="torch.where(...) or tokens.clone() before writing into it."),
+        Mistake("selection inverted", _selection_inverted,
+                "about 15 % of the ordinary positions are selected, not 85 %: a position is selected when its "
+                "uniform draw falls BELOW select_prob.",
+                detail="selected = (torch.rand(tokens.shape, generator=generator) < select_prob) & ..., not >=."),
+        Mistake("the unselected positions masked", _unselected_positions_masked, WRONG_TOKENS_MASKED,
+                detail="to_mask = selected & (action < mask_prob), not ~selected & (...)."),
+        Mistake("inputs and labels from two selections", _two_selections, WRONG_TOKENS_MASKED,
+                detail="draw selected once; inputs = torch.where(selected & ..., ...); labels = "
+                       "torch.where(selected, tokens, -100)."),
     ],
     also_correct=[_exactly_15_percent_per_sequence, _bernoulli_in_stages, _random_never_the_original],
 ))
@@ -386,8 +422,9 @@ MLM_LOSS = register(Exercise(
                 "average over the SELECTED positions (labels != -100) only; dividing by batch * seq counts "
                 "the unselected positions as zero losses."),
         Mistake("NaN when nothing is selected", _nan_when_nothing_selected,
-                "F.cross_entropy(..., ignore_index=-100) averages over zero positions when nothing is selected "
-                "and gives NaN: return logits.sum() * 0.0 (a zero that stays in the graph) in that case."),
+                "with nothing selected, the library's cross-entropy averages over zero positions and gives NaN: "
+                "return a zero that stays in the autograd graph in that case.",
+                detail="logits.sum() * 0.0 when (labels != -100) has no True."),
         Mistake("sum instead of mean", _summed,
                 "take the mean over the selected positions, not the sum (the loss must not grow with the "
                 "batch)."),
@@ -395,8 +432,9 @@ MLM_LOSS = register(Exercise(
                 "average over all selected positions of the batch together: a sequence with 6 selected "
                 "positions weighs three times one with 2."),
         Mistake("log of softmax", _log_of_softmax,
-                "torch.log(torch.softmax(...)) gives log(0) = -inf once a probability underflows: use "
-                "F.cross_entropy or F.log_softmax."),
+                "the log of a softmax gives log(0) = -inf once a probability underflows: use the library's "
+                "cross-entropy or log-softmax, which are computed stably.",
+                detail="F.cross_entropy or F.log_softmax, not torch.log(torch.softmax(...))."),
     ],
     also_correct=[_weighted_mean, _with_a_loop],
 ))
@@ -478,14 +516,17 @@ CLASSIFICATION_HEAD = register(Exercise(
     **public_and_hidden(_head_cases),
     mistakes=[
         Mistake("mean over the positions", _MeanPooled,
-                "BERT classifies from the [CLS] vector alone, position 0 of each sequence: hidden[:, 0]."),
+                "BERT classifies from the [CLS] vector alone, position 0 of each sequence.",
+                detail="hidden[:, 0]."),
         Mistake("last position", _LastPosition,
-                "[CLS] is the FIRST token of every input (position 0): hidden[:, 0], not hidden[:, -1]."),
+                "[CLS] is the FIRST token of every input (position 0), not the last.",
+                detail="hidden[:, 0], not hidden[:, -1]."),
         Mistake("first sequence of the batch", _FirstSequence,
-                "hidden is (batch, seq, d_model): position 0 of every sequence is hidden[:, 0]; hidden[0] is the "
-                "whole first sequence."),
+                "hidden is (batch, seq, d_model): take position 0 of every sequence, not the whole first sequence.",
+                detail="hidden[:, 0], not hidden[0]."),
         Mistake("no tanh", _NoTanh,
-                "BERT's pooler is a dense layer followed by tanh: torch.tanh(self.pooler(cls))."),
+                "BERT's pooler is a dense layer followed by tanh, applied to the [CLS] vector.",
+                detail="torch.tanh(self.pooler(cls))."),
         Mistake("pooler skipped", _NoPooler,
                 "pass the [CLS] vector through the pooler (dense + tanh) before dropout and the classifier."),
         Mistake("tanh on the logits", _TanhAtTheEnd,

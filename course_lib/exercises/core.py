@@ -84,11 +84,21 @@ class Case:
 
 @dataclass(frozen=True)
 class Mistake:
-    """A plausible wrong implementation and the hint a learner whose output matches it should read."""
+    """A plausible wrong implementation and what a learner whose output matches it should read, in two steps.
+
+    Attributes:
+        name: a short name of the mistake (reports, tests).
+        impl: the wrong implementation.
+        hint: the first step: names the mistake and the idea that fixes it, without the code (the tests
+            check that it holds none), so that the learner still writes the fix.
+        detail: the second step, shown when the learner runs the check again with the same mistake: the fix
+            at the level of code (which call, which slice). Empty when the hint says all there is.
+    """
 
     name: str
     impl: Callable[..., Any]
     hint: str
+    detail: str = ""
 
 
 CaseSource = Callable[[torch.Generator], Sequence[Case]] | Sequence[Case]

@@ -9,7 +9,6 @@ implementation when it passed, the course's reference otherwise).
 from __future__ import annotations
 
 import inspect
-import re
 import sys
 import traceback
 from collections import ChainMap
@@ -19,12 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from . import cells
 from .compare import compare_outputs, describe_value, output_problems, to_plain  # noqa: F401 (re-exported)
-from .core import Case, Exercise, get_exercise, run_case
+from .core import Case, Exercise, Mistake, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
            "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT", "WEIGHTS_HINT", "KIND_HINTS",
-           "diagnose_observation", "reference_observation", "inputs_as_plain"]
+           "diagnose_observation", "find_mistake", "reference_observation", "inputs_as_plain"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
 NOT_DEFINED = "not defined"
@@ -50,6 +50,7 @@ class CheckResult:
     hint: str = ""
     cases_passed: int = 0
     cases_total: int = 0
+    detail: str = ""  # the hint's second, code-level step (printed by check when it is asked again)
 
     @property
     def passed(self) -> bool:
@@ -161,11 +162,12 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
                                         inputs_as_plain(case), threads=False)  # a kernel has threads of its own
         if problems:
             first = problems[0]
-            hint = diagnose_observation(exercise, case, got, first.kind) or KIND_HINTS.get(first.kind, "")
+            mistake = find_mistake(exercise, case, got, first.kind)
+            hint = mistake.hint if mistake is not None else KIND_HINTS.get(first.kind, "")
             if first.kind == "output":
                 hint = hint or _shape_hint(first.message)
             return CheckResult(name, FAILED, "\n".join(p.message for p in problems if p.kind == first.kind),
-                               case.label, hint, i, total)
+                               case.label, hint, i, total, detail=mistake.detail if mistake is not None else "")
     return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
 
 
@@ -175,7 +177,13 @@ def _problem_kinds(problems: list[str]) -> set[str]:
 
 
 def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
-    """The hint of the first known mistake whose output equals the learner's on this case.
+    """The hint of the first known mistake whose output equals the learner's on this case ("" if none)."""
+    mistake = _diagnose_mistake(exercise, case, got)
+    return "" if mistake is None else mistake.hint
+
+
+def _diagnose_mistake(exercise: Exercise, case: Case, got: Any) -> Mistake | None:
+    """The first known mistake whose output equals the learner's on this case.
 
     For an exercise judged by its own ``compare`` (a random answer, never equal to anything), the first
     mistake that shows the same kinds of problems as the learner's output, run with the same seed.
@@ -191,11 +199,11 @@ def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
             continue
         if learner_kinds is not None:
             if learner_kinds and _problem_kinds(output_problems(exercise, case, expected, wrong)) == learner_kinds:
-                return mistake.hint
+                return mistake
         elif _dtype_kinds(wrong) == _dtype_kinds(got) and not compare_outputs(wrong, got, exercise.atol,
                                                                               exercise.rtol):
-            return mistake.hint
-    return ""
+            return mistake
+    return None
 
 
 diagnose = _diagnose  # the grader's name for it (it judges outputs outside the notebook)
@@ -204,14 +212,14 @@ diagnose = _diagnose  # the grader's name for it (it judges outputs outside the 
 _ASPECT = {"gradient-values": "grads", "train": "train_output"}
 
 
-def diagnose_observation(exercise: Exercise, case: Case, got: dict[str, Any], kind: str) -> str:
-    """The hint of the first known mistake that goes wrong the same way as the learner's observation ``got``:
-    the same output (``kind`` "output"), the same gradients, or the same output in training mode."""
+def find_mistake(exercise: Exercise, case: Case, got: dict[str, Any], kind: str) -> Mistake | None:
+    """The first known mistake that goes wrong the same way as the learner's observation ``got``: the same
+    output (``kind`` "output"), the same gradients, or the same output in training mode."""
     if kind == "output":
-        return _diagnose(exercise, case, got.get("output"))
+        return _diagnose_mistake(exercise, case, got.get("output"))
     aspect = _ASPECT.get(kind)
     if aspect is None:
-        return ""
+        return None
     from .observation import observe, plain_observation
 
     for mistake in exercise.mistakes:
@@ -221,10 +229,16 @@ def diagnose_observation(exercise: Exercise, case: Case, got: dict[str, Any], ki
                                               train_mode=exercise.train_mode))
             if wrong.get(aspect) is not None and not compare_outputs(wrong[aspect], got.get(aspect), exercise.atol,
                                                                      exercise.rtol):
-                return mistake.hint
+                return mistake
         except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
             continue
-    return ""
+    return None
+
+
+def diagnose_observation(exercise: Exercise, case: Case, got: dict[str, Any], kind: str) -> str:
+    """The hint of :func:`find_mistake` ("" when no known mistake matches): what the grader reports."""
+    mistake = find_mistake(exercise, case, got, kind)
+    return "" if mistake is None else mistake.hint
 
 
 def _dtype_kinds(value: Any) -> list[str]:
@@ -235,60 +249,81 @@ def _dtype_kinds(value: Any) -> list[str]:
 
 
 _FROM_NOTEBOOK: Any = object()  # check(name) without an implementation: look it up where check was called
+cells.install()  # in an IPython kernel, record how each exercise cell last ran (no-op elsewhere)
 
 
-def _failed_cell_defining(target: str) -> BaseException | None:
-    """The error of the last cell IPython ran, when that cell defines ``target`` (the exercise cell); else None.
-
-    A cell that stops with an error (a syntax error stops it before its first line) leaves the name as it
-    was: undefined, or an older definition from an earlier run. Outside IPython there is no such cell.
-    """
-    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-    last = getattr(shell, "last_execution_result", None)
-    if last is None or last.success:
-        return None
-    source = getattr(getattr(last, "info", None), "raw_cell", "") or ""
-    if not re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(target)}\b", source, re.MULTILINE):
-        return None
-    return last.error_before_exec or last.error_in_exec
-
-
-def _describe_error(err: BaseException) -> str:
+def _error_details(err: BaseException) -> str:
+    """What an error says, in one line: for a syntax error its line, message and text."""
     if isinstance(err, SyntaxError):
-        where = f" on line {err.lineno}" if err.lineno else ""
+        where = f"line {err.lineno}: " if err.lineno else ""
         text = f": {err.text.strip()}" if err.text and err.text.strip() else ""
-        return f"{type(err).__name__}{where} ({err.msg}){text}"
-    return f"{type(err).__name__}: {err}"
+        return f"{where}{err.msg}{text}"
+    return str(err).splitlines()[0][:200] if str(err) else ""
 
 
 def _from_notebook(name: str, exercise: Exercise, namespace: Mapping[str, Any]) -> tuple[Any, CheckResult | None]:
     """The learner's implementation of ``exercise`` in ``namespace`` (the notebook's variables), or a verdict.
 
     The name looked up is the reference's (``stable_softmax``, ``MultiHeadAttention``): the exercise cell
-    defines the same name. A verdict comes back instead when the name is missing or the cell that defines it
-    failed the last time it ran, so the check never stops on a ``NameError`` itself.
+    defines the same name. A verdict comes back instead when the cell that defines it failed the last time it
+    ran (whatever the name still holds is not that run's work) or the name is missing, so the check never
+    stops on a ``NameError`` itself and never judges what an earlier run left.
     """
     target = getattr(exercise.reference, "__name__", name)
-    failed = _failed_cell_defining(target)
-    if failed is not None:
-        return None, CheckResult(
-            name, ERROR, f"the cell above stopped with {_describe_error(failed)}, so `{target}` is "
-            f"{'not defined' if target not in namespace else 'still what an earlier run left'}.",
-            hint="fix that line and run the cell above again, then this one.")
+    stale = _stale_verdict(name, target)
+    if stale is not None:
+        return None, stale
     if target not in namespace:
         return None, CheckResult(
-            name, NOT_DEFINED, f"`{target}` is not defined: did the cell above run without error?",
-            hint=f"run the cell above (Shift+Enter); if it shows an error, fix it first. The check looks for "
-                 f"the name `{target}`: keep it as the stub spells it.")
+            name, NOT_IMPLEMENTED, f"`{target}` is not defined yet: run the exercise cell above (Shift+Enter), "
+            f"then this one.", hint=f"the check looks for the name `{target}`: keep it as the stub spells it.")
     return namespace[target], None
+
+
+def _stale_verdict(name: str, target: str) -> CheckResult | None:
+    """A verdict when the kernel saw the exercise cell defining ``target`` fail or drop it on its last run.
+
+    Known only inside IPython, where :mod:`course_lib.exercises.cells` records every cell's outcome.
+    """
+    run = cells.last_run(target)
+    if run is None or run.succeeded:
+        return None
+    if run.removed:
+        return CheckResult(name, NOT_IMPLEMENTED, f"the exercise cell no longer defines `{target}` (its last run "
+                           f"defined other names): keep the name as the stub spells it and run the cell again.")
+    assert run.error is not None
+    details = _error_details(run.error)
+    return CheckResult(name, FAILED, f"your exercise cell raised {type(run.error).__name__} when it last ran: fix "
+                       f"it and run it again, then this check." + (f"\n({details})" if details else ""))
+
+
+_HINTS_GIVEN: dict[str, str] = {}  # exercise -> the hint its last check printed (asked again: its code follows)
+
+
+def _second_step(result: CheckResult) -> str:
+    """The hint's code-level step when the learner asks again (the same hint twice in a row), else how to ask.
+
+    The first verdict names the mistake and the idea, so that the learner writes the fix; running the check
+    again with the same mistake shows the fix in code.
+    """
+    asked_again = _HINTS_GIVEN.get(result.exercise) == result.hint
+    _HINTS_GIVEN[result.exercise] = result.hint
+    if asked_again:
+        return f"   in code: {result.detail}"
+    return "   (still stuck? run this check again to see the fix in code)"
 
 
 def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     """Check a learner's implementation of exercise ``name``; print the verdict.
 
-    ``check("stable_softmax")`` checks what the name ``stable_softmax`` holds where ``check`` is called (the
-    notebook's variables): a missing name, or an exercise cell that stopped with an error, is a verdict
-    like any other, never a ``NameError``. ``check("stable_softmax", fn)`` checks ``fn``.
+    ``check("stable_softmax")`` (the notebooks' form) checks what the name ``stable_softmax`` holds where
+    ``check`` is called (the notebook's variables). In IPython, an exercise cell whose last run raised (a
+    ``SyntaxError`` included) is reported as failed whatever the name still holds from an earlier run, and a
+    missing name is "not implemented yet": a verdict like any other, never a ``NameError``.
+    ``check("stable_softmax", fn)`` checks ``fn`` (kept for instructors' code).
+
+    A known mistake is explained in two steps: first the mistake and the idea that fixes it; the fix in code
+    (the mistake's ``detail``) when the check is run again and finds the same mistake.
 
     Returns the implementation the rest of the notebook should use: the learner's when it passed, the
     course's reference otherwise (so one stuck exercise does not block the lessons after it).
@@ -300,13 +335,19 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     """
     exercise = get_exercise(name)
     result = None
+    caller = sys._getframe(1)
+    namespace = ChainMap(caller.f_locals, caller.f_globals)
     if impl is _FROM_NOTEBOOK:
-        caller = sys._getframe(1)
-        impl, result = _from_notebook(name, exercise, ChainMap(caller.f_locals, caller.f_globals))
+        impl, result = _from_notebook(name, exercise, namespace)
+    elif (target := getattr(exercise.reference, "__name__", name)) in namespace and namespace[target] is impl:
+        result = _stale_verdict(name, target)  # check("lm_loss", lm_loss): the name as its failed cell left it
     if result is None:
         result = run_check(name, impl)
     print(result)
+    if result.detail:
+        print(_second_step(result))
     if result.passed:
+        _HINTS_GIVEN.pop(name, None)
         return impl
     print("   → the cells below use the course's reference implementation for now.")
     return exercise.reference
