@@ -147,11 +147,14 @@ def graded_parts(exercises: Iterable[Exercise]) -> list[GradedPart]:
     return list(parts.values())
 
 
-def stand_in_kind(key: str) -> str:
-    """What the class edition puts in place of a graded part: ``"backed"``, ``"stored"`` or ``"withheld"``."""
+def stand_in_kind(key: str, recorded: Iterable[str] = ()) -> str:
+    """What the class edition puts in place of a graded part: ``"backed"``, ``"stored"`` or ``"withheld"``.
+
+    ``recorded``: keys whose calls were recorded from the lessons (:mod:`course_lib.edition.record`).
+    """
     if key in BACKED:
         return "backed"
-    if key in STORED_CALLS:
+    if key in STORED_CALLS or key in set(recorded):
         return "stored"
     return "withheld"
 

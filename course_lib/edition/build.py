@@ -38,15 +38,17 @@ import nbformat
 import torch
 
 import course_lib
-from course_lib.exercises import Exercise, registered_exercises, run_case, to_plain
+from course_lib.exercises import Exercise, registered_exercises, run_case
 
 from .answers import STORED_CALLS, GradedPart, graded_parts, keys_by_module, stand_in_kind
 from .backed import BACKED
+from .record import argument_values, as_tensors
 from .stored import call_digest
 from .strip import replace_parts
 
 __all__ = ["strip_library", "build_edition", "build_student_folder", "stand_in_source", "store_exercise",
-           "course_exercises", "MANIFEST"]
+           "course_exercises", "copy_package", "rewrite_parts", "store_calls", "record_calls", "recordable",
+           "MANIFEST"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -130,7 +132,10 @@ def _module_file(root: Path, module: str) -> Path:
     raise FileNotFoundError(f"{module} is not in the copy at {root}")
 
 
-def _copy_package(target: Path) -> None:
+def copy_package(target: Path, checks: bool = True) -> None:
+    """Copy the installed ``course_lib`` to ``target`` without its checks, its grader and this builder; add
+    the edition's runtime (:mod:`course_lib.edition.stored`, an empty ``data`` folder) and, with ``checks``,
+    a ``course_lib.checks`` whose ``check`` reads stored data."""
     source = Path(course_lib.__file__).resolve().parent
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(
         "__pycache__", "*.pyc", "checks", "grading", "edition"))
@@ -139,8 +144,9 @@ def _copy_package(target: Path) -> None:
     for name in SHIPPED:
         shutil.copyfile(HERE / name, target / "edition" / name)
     (target / "edition" / "data").mkdir()
-    (target / "checks").mkdir()
-    (target / "checks" / "__init__.py").write_text(CHECKS_INIT, encoding="utf-8")
+    if checks:
+        (target / "checks").mkdir()
+        (target / "checks" / "__init__.py").write_text(CHECKS_INIT, encoding="utf-8")
 
 
 def rewrite_parts(root: Path, replacements: dict[str, str], keep_decorators: bool) -> None:
@@ -151,23 +157,9 @@ def rewrite_parts(root: Path, replacements: dict[str, str], keep_decorators: boo
         path.write_text(replace_parts(path.read_text(encoding="utf-8"), wanted, keep_decorators), encoding="utf-8")
 
 
-def _tensors(value: Any) -> Any:
-    """A plain output with NumPy arrays turned back into tensors (``torch.load(weights_only=True)`` reads them)."""
-    plain = to_plain(value)
-
-    def back(v: Any) -> Any:
-        if isinstance(v, list):
-            return [back(item) for item in v]
-        if hasattr(v, "dtype") and hasattr(v, "shape"):
-            return torch.from_numpy(v.copy())
-        return v
-
-    return back(plain)
-
-
 def _run_or_none(impl: Any, case: Any, exercise: Exercise) -> Any:
     try:
-        return _tensors(run_case(impl, case, grad=exercise.grad, seed=exercise.seed))
+        return as_tensors(run_case(impl, case, grad=exercise.grad, seed=exercise.seed))
     except Exception:  # noqa: BLE001 - a mistake that cannot run a case says nothing about it
         return None
 
@@ -175,7 +167,7 @@ def _run_or_none(impl: Any, case: Any, exercise: Exercise) -> Any:
 def store_exercise(exercise: Exercise, folder: Path, fallback: str, judge: str = "") -> Path:
     """Write exercise data: public cases, the reference's outputs, each mistake's outputs and hint."""
     cases = exercise.cases("public", seed=0)
-    expected = [_tensors(run_case(exercise.reference, c, grad=exercise.grad, seed=exercise.seed)) for c in cases]
+    expected = [as_tensors(run_case(exercise.reference, c, grad=exercise.grad, seed=exercise.seed)) for c in cases]
     data = {
         "name": exercise.name, "notebook": exercise.notebook, "summary": exercise.summary,
         "is_class": exercise.is_class, "target": getattr(exercise.reference, "__name__", exercise.name),
@@ -194,18 +186,45 @@ def store_exercise(exercise: Exercise, folder: Path, fallback: str, judge: str =
     return path
 
 
-def _store_calls(parts: Sequence[GradedPart], folder: Path) -> None:
-    table: dict[str, dict[str, Any]] = {}
+def store_calls(parts: Sequence[GradedPart], folder: Path, recorded: dict[str, dict[str, Any]]) -> None:
+    """Write ``calls.pt``: the declared calls (:data:`STORED_CALLS`) computed now, and the recorded ones."""
+    table: dict[str, dict[str, Any]] = {key: dict(calls) for key, calls in recorded.items()}
     for part in parts:
-        if stand_in_kind(part.key) != "stored":
-            continue
-        signature = inspect.signature(part.obj)
-        entries = table.setdefault(part.key, {})
-        for args, kwargs in STORED_CALLS[part.key]:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            entries[call_digest(list(bound.arguments.values()))] = _tensors(part.obj(*args, **kwargs))
+        for args, kwargs in STORED_CALLS.get(part.key, ()):
+            digest = call_digest(argument_values(part.obj, args, kwargs))
+            table.setdefault(part.key, {})[digest] = as_tensors(part.obj(*args, **kwargs))
     torch.save(table, folder / "calls.pt")
+
+
+def recordable(parts: Sequence[GradedPart]) -> dict[str, str]:
+    """The graded functions whose calls a lesson's run can record (key -> exercise): functions (not methods)
+    that neither PyTorch nor the declared calls stand in for."""
+    return {p.key: p.exercise for p in parts if stand_in_kind(p.key) != "backed" and inspect.isfunction(p.obj)
+            and "." not in p.obj.__qualname__}
+
+
+def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout: int = 900
+                 ) -> dict[str, dict[str, Any]]:
+    """Run each self-study notebook once with :mod:`course_lib.edition.record` installed; the calls it made to
+    the graded functions (key -> digest -> output). Cells that fail are skipped, as a learner would see."""
+    import tempfile
+
+    from course_lib.exercises.execute import execute_notebook
+
+    keys = recordable(parts)
+    merged: dict[str, dict[str, Any]] = {}
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        with tempfile.TemporaryDirectory(prefix="course-record-") as tmp:
+            out = Path(tmp) / "calls.pt"
+            nb.cells.insert(0, nbformat.v4.new_code_cell(
+                f"from course_lib.edition import record\nrecord.install({keys!r}, {str(out)!r})"))
+            nb.cells.append(nbformat.v4.new_code_cell("record.save()"))
+            execute_notebook(nb, path.parent, timeout=timeout, allow_errors=True)
+            if out.is_file():
+                for key, calls in torch.load(out, weights_only=True).items():
+                    merged.setdefault(key, {}).update(calls)
+    return merged
 
 
 def _judge_source(exercise: Exercise) -> tuple[str, str]:
@@ -255,18 +274,23 @@ def _store_judges(exercises: Sequence[Exercise], edition: Path) -> dict[str, str
     return where
 
 
-def strip_library(folder: Path, exercises: Sequence[Exercise] | None = None) -> dict[str, Any]:
+def strip_library(folder: Path, exercises: Sequence[Exercise] | None = None,
+                  recorded: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Write ``course_lib`` into ``folder`` with every graded part of ``exercises`` (default: the course's)
-    replaced by its stand-in and the checks' stored data; return the manifest (also written to ``MANIFEST``)."""
+    replaced by its stand-in and the checks' stored data; return the manifest (also written to ``MANIFEST``).
+
+    ``recorded``: calls recorded from the lessons (:func:`record_calls`), served by stored stand-ins.
+    """
     exercises = list(course_exercises() if exercises is None else exercises)
+    recorded = dict(recorded or {})
     root = folder / "course_lib"
-    _copy_package(root)
+    copy_package(root)
     parts = graded_parts(exercises)
-    kinds = {p.key: stand_in_kind(p.key) for p in parts}
+    kinds = {p.key: stand_in_kind(p.key, recorded) for p in parts}
     rewrite_parts(folder, {p.key: stand_in_source(p, kinds[p.key]) for p in parts if p.key.startswith("course_lib.")},
                   keep_decorators=True)
     data = root / "edition" / "data"
-    _store_calls([p for p in parts if p.key.startswith("course_lib.")], data)
+    store_calls([p for p in parts if p.key.startswith("course_lib.")], data, recorded)
     judges = _store_judges(exercises, root / "edition")
     for exercise in exercises:
         fallback = getattr(exercise.reference, "__module__", "") + "." + exercise.reference.__name__
@@ -319,10 +343,12 @@ def _copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
     return written
 
 
-def build_edition(out: Path, notebooks: Sequence[Path] | None = None) -> dict[str, Any]:
+def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bool = True) -> dict[str, Any]:
     """Build the class edition into ``out``: ``course_lib/`` (stripped), ``notebooks/``, ``pyproject.toml``.
 
-    ``notebooks``: the student notebooks to include (default: every notebook of the course).
+    ``notebooks``: the student notebooks to include (default: every notebook of the course). With ``record``
+    each is run once (self-study edition) to record the calls its lesson makes to graded functions that
+    have no PyTorch counterpart (:func:`record_calls`); it takes as long as running the notebooks.
     """
     from course_lib.exercises.cli import NOTEBOOK_DIR
 
@@ -330,8 +356,10 @@ def build_edition(out: Path, notebooks: Sequence[Path] | None = None) -> dict[st
     if (out / "course_lib").exists():
         raise FileExistsError(f"build_edition: {out / 'course_lib'} exists; give an empty or new folder")
     out.mkdir(parents=True, exist_ok=True)
-    manifest = strip_library(out)
     paths = sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb")) if notebooks is None else list(notebooks)
+    exercises = course_exercises()
+    recorded = record_calls(paths, graded_parts(exercises)) if record else {}
+    manifest = strip_library(out, exercises, recorded)
     manifest["notebooks"] = [p.name for p in _copy_notebooks(paths, out / "notebooks")]
     (out / "pyproject.toml").write_text(PYPROJECT.format(version=course_lib.__version__), encoding="utf-8")
     (out / "README.md").write_text(README, encoding="utf-8")

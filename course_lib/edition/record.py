@@ -1,0 +1,116 @@
+"""Record the calls a lesson makes to graded functions, so the class edition can ship their outputs as data.
+
+A graded function with no PyTorch counterpart (notebook 04's ``padding_mask``) is still called by the lesson
+after its exercise (``padding_mask_fn(tokens, PAD)``, the reference while the exercise is unsolved). To keep
+the class edition's notebook running unsolved without shipping the answer, the builder runs the self-study
+notebook once with :func:`install` in its kernel: every call to a graded function is recorded (a digest of
+its arguments and the output, plain tensors), and the edition's stand-in serves exactly those calls
+(:func:`course_lib.edition.stored.stored_call`), nothing else. A call whose arguments are a public case of the
+exercise is not recorded: the check's stored outputs are the only copy of those.
+
+Example (what the builder runs in the kernel before the notebook's first cell)::
+
+    from course_lib.edition import record
+    record.install({"course_lib.masking.padding_mask": "padding_mask"}, "/tmp/calls.pt")
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib
+import inspect
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from course_lib.exercises import get_exercise, to_plain
+
+from .stored import call_digest
+
+__all__ = ["install", "save", "public_digests", "as_tensors", "argument_values"]
+
+_TABLE: dict[str, dict[str, Any]] = {}
+_PATH: list[Path] = []
+
+
+def as_tensors(value: Any) -> Any:
+    """A plain output (``to_plain``) with arrays turned back into tensors, as stored files hold them."""
+    plain = to_plain(value)
+
+    def back(v: Any) -> Any:
+        if isinstance(v, list):
+            return [back(item) for item in v]
+        if hasattr(v, "dtype") and hasattr(v, "shape"):
+            return torch.from_numpy(v.copy())
+        return v
+
+    return back(plain)
+
+
+def argument_values(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
+    """The values of a call's arguments in ``fn``'s signature order, defaults applied (what is digested)."""
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return list(bound.arguments.values())
+
+
+def public_digests(exercise_name: str, fn: Callable[..., Any]) -> set[str]:
+    """Digests of the exercise's public cases as calls of ``fn`` (calls never to be stored)."""
+    found = set()
+    for case in get_exercise(exercise_name).cases("public", seed=0):
+        try:
+            found.add(call_digest(argument_values(fn, tuple(case.args), dict(case.kwargs))))
+        except TypeError:
+            continue
+    return found
+
+
+def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str, dict[str, Any]]
+               ) -> Callable[..., Any]:
+    never = public_digests(exercise, fn)
+
+    @functools.wraps(fn)
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        try:
+            digest = call_digest(argument_values(fn, args, kwargs))
+        except TypeError:
+            return out
+        if digest not in never:
+            table.setdefault(key, {})[digest] = as_tensors(out)
+        return out
+
+    return recorded
+
+
+def install(parts: Mapping[str, str], path: str | Path) -> None:
+    """Record every call to the graded functions ``parts`` (key -> exercise name); :func:`save` writes them.
+
+    The function is replaced wherever ``course_lib``'s modules hold it (its own module and those that
+    imported it by name), and so is the exercise's ``reference`` (what a failing check hands to the cells
+    below), so that calls through any of them are recorded.
+    """
+    import sys
+
+    _PATH[:] = [Path(path)]
+    for key, exercise in parts.items():
+        module_name, _, name = key.rpartition(".")
+        original = getattr(importlib.import_module(module_name), name)
+        wrapper = _recording(original, key, exercise, _TABLE)
+        for module in [m for n, m in list(sys.modules.items()) if n == "course_lib" or n.startswith("course_lib.")]:
+            for attribute, value in list(vars(module).items()):
+                if value is original:
+                    setattr(module, attribute, wrapper)
+        declared = get_exercise(exercise)
+        if declared.reference is original:
+            declared.reference = wrapper
+    atexit.register(save)
+
+
+def save() -> None:
+    """Write the calls recorded so far to the path given to :func:`install`."""
+    if _PATH:
+        torch.save(_TABLE, _PATH[0])
