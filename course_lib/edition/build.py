@@ -197,10 +197,11 @@ def store_calls(parts: Sequence[GradedPart], folder: Path, recorded: dict[str, d
 
 
 def recordable(parts: Sequence[GradedPart]) -> dict[str, str]:
-    """The graded functions whose calls a lesson's run can record (key -> exercise): functions (not methods)
-    that neither PyTorch nor the declared calls stand in for."""
-    return {p.key: p.exercise for p in parts if stand_in_kind(p.key) != "backed" and inspect.isfunction(p.obj)
-            and "." not in p.obj.__qualname__}
+    """The graded functions whose calls a lesson's run can record (key -> exercise): references that are
+    functions (not methods, not helpers: a helper's outputs would give its exercise away) and that PyTorch
+    does not stand in for."""
+    return {p.key: p.exercise for p in parts if p.role == "reference" and stand_in_kind(p.key) != "backed"
+            and inspect.isfunction(p.obj) and "." not in p.obj.__qualname__}
 
 
 def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout: int = 900

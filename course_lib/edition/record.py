@@ -95,6 +95,7 @@ def install(parts: Mapping[str, str], path: str | Path) -> None:
     """
     import sys
 
+    importlib.import_module("course_lib.checks")  # the course's exercises, looked up by name below
     _PATH[:] = [Path(path)]
     for key, exercise in parts.items():
         module_name, _, name = key.rpartition(".")
