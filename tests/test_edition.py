@@ -20,6 +20,7 @@ import ast
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -403,3 +404,17 @@ def test_the_sandbox_copy_holds_no_give_away_of_the_exercise_it_grades(tmp_path:
     assert done.stdout.split() == ["sinusoidal_frequencies", "AnswerWithheld", "offset_matrix", "AnswerWithheld",
                                    "sinusoidal_table", "ReferenceWithheld"]
     _assert_no_answers(tmp_path, [get_exercise("sinusoidal_table")])
+
+
+@pytest.mark.slow
+def test_the_search_and_the_ast_comparison_find_answers_planted_in_a_copy(small_edition: Path, tmp_path: Path) -> None:
+    """The tests above can fail: the self-study modules put back into a copy of the edition are found."""
+    planted = tmp_path / "planted"
+    shutil.copytree(small_edition, planted)
+    for name in ("basics.py", "positional.py"):
+        shutil.copyfile(ROOT / "course_lib" / name, planted / "course_lib" / name)
+    with pytest.raises(AssertionError, match="graded part course_lib.basics.stable_softmax"):
+        _assert_no_answers(planted, course_exercises())
+    found = {(v["exercise"], v["callable"]) for v in _probe(planted)["violations"]}
+    assert {("stable_softmax", "course_lib.basics.stable_softmax"),
+            ("sinusoidal_table", "course_lib.positional.sinusoidal_table")} <= found

@@ -113,6 +113,8 @@ def stand_in_source(part: GradedPart, kind: str) -> str:
         and isinstance(first.value.value, str) else []
     names = _parameter_names(node)
     if kind == "stored":  # the stored outputs of the calls the lessons make (the answer is the exercise)
+        if "." in part.obj.__qualname__:  # a method: the module's weights stand for self
+            names[0] = f"dict({names[0]}.state_dict())"
         call = f"return stored_call({part.key!r}, {part.exercise!r}, [{', '.join(names)}])"
         imported = "stored_call"
     else:  # withheld: this is the learner's exercise
@@ -197,15 +199,14 @@ def store_calls(parts: Sequence[GradedPart], folder: Path, recorded: dict[str, d
 
 
 def recordable(parts: Sequence[GradedPart]) -> dict[str, str]:
-    """The graded functions whose calls a lesson's run can record (key -> exercise): references that are
-    functions (not methods, not helpers: a helper's outputs would give its exercise away) and that PyTorch
-    does not stand in for."""
+    """The graded functions and methods whose calls a lesson's run can record (key -> exercise): references
+    (not helpers: a helper's outputs would give its exercise away) that PyTorch does not stand in for."""
     return {p.key: p.exercise for p in parts if p.role == "reference" and stand_in_kind(p.key) != "backed"
-            and inspect.isfunction(p.obj) and "." not in p.obj.__qualname__}
+            and inspect.isfunction(p.obj)}
 
 
-def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout: int = 900
-                 ) -> dict[str, dict[str, Any]]:
+def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout: int = 900,
+                 checks: str = "course_lib.checks") -> dict[str, dict[str, Any]]:
     """Run each self-study notebook once with :mod:`course_lib.edition.record` installed; the calls it made to
     the graded functions (key -> digest -> output). Cells that fail are skipped, as a learner would see."""
     import tempfile
@@ -219,7 +220,7 @@ def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout
         with tempfile.TemporaryDirectory(prefix="course-record-") as tmp:
             out = Path(tmp) / "calls.pt"
             nb.cells.insert(0, nbformat.v4.new_code_cell(
-                f"from course_lib.edition import record\nrecord.install({keys!r}, {str(out)!r})"))
+                f"from course_lib.edition import record\nrecord.install({keys!r}, {str(out)!r}, {checks!r})"))
             nb.cells.append(nbformat.v4.new_code_cell("record.save()"))
             execute_notebook(nb, path.parent, timeout=timeout, allow_errors=True)
             if out.is_file():
@@ -367,15 +368,17 @@ def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bo
     return manifest
 
 
-def build_student_folder(assignment: Path, out: Path) -> dict[str, Any]:
+def build_student_folder(assignment: Path, out: Path, record: bool = True) -> dict[str, Any]:
     """Build the student folder of an instructor's assignment into ``out``.
 
     ``assignment`` holds one notebook whose metadata names its checks module (beside it). The folder gets
     the notebook, every module of the assignment except the checks module, with the graded parts of the
     assignment's exercises replaced by stand-ins (as :func:`strip_library` does for the course), and the
     checks as stored data: ``<checks module>.py`` becomes a module that makes ``course_lib.checks.check``
-    read the stored public cases and outputs (the notebook's own ``import`` line keeps working). Students
-    install the class edition of ``course_lib`` beside it (``build_edition``).
+    read the stored public cases and outputs (the notebook's own ``import`` line keeps working). With
+    ``record`` the notebook is run once (the instructor's copy) to record the calls it makes to graded parts
+    (:func:`record_calls`), which the stand-ins then serve. Students install the class edition of
+    ``course_lib`` beside it (:func:`build_edition`).
     """
     assignment, out = Path(assignment).resolve(), Path(out)
     notebooks = sorted(assignment.glob("*.ipynb"))
@@ -396,17 +399,22 @@ def build_student_folder(assignment: Path, out: Path) -> dict[str, Any]:
         if path.stem != checks:
             shutil.copyfile(path, out / path.name)
     parts = [p for p in graded_parts(exercises) if (out / f"{p.key.split('.')[0]}.py").is_file()]
-    kinds = {p.key: stand_in_kind(p.key) for p in parts}
+    # The course's graded functions the assignment calls (a constructor's sinusoidal table) are recorded too.
+    course_parts = [p for p in graded_parts(course_exercises()) if p.role == "reference"]
+    recorded = record_calls(notebooks, [*parts, *course_parts], checks=checks) if record else {}
+    kinds = {p.key: stand_in_kind(p.key, recorded) for p in parts}
     rewrite_parts(out, {p.key: stand_in_source(p, kinds[p.key]) for p in parts}, keep_decorators=True)
     data = out / "stored"
     data.mkdir(exist_ok=True)
+    store_calls(parts, data, recorded)
     for exercise in exercises:
         fallback = f"{exercise.reference.__module__}.{exercise.reference.__name__}"
         store_exercise(exercise, data, fallback)
     (out / f"{checks}.py").write_text(ASSIGNMENT_CHECKS, encoding="utf-8")
     _copy_notebooks(notebooks, out)
     manifest = {"parts": {p.key: {"exercise": p.exercise, "role": p.role, "kind": kinds[p.key], "through": []}
-                          for p in parts}, "exercises": [e.name for e in exercises], "checks": checks}
+                          for p in parts}, "exercises": [e.name for e in exercises], "checks": checks,
+                "modules": sorted(p.stem for p in out.glob("*.py") if p.stem != checks)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 

@@ -50,11 +50,18 @@ def as_tensors(value: Any) -> Any:
     return back(plain)
 
 
-def argument_values(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Any]:
-    """The values of a call's arguments in ``fn``'s signature order, defaults applied (what is digested)."""
+def argument_values(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                    method: bool = False) -> list[Any]:
+    """The values of a call's arguments in ``fn``'s signature order, defaults applied (what is digested).
+
+    For a ``method`` of an ``nn.Module``, ``self`` counts as its weights: ``dict(self.state_dict())``.
+    """
     bound = inspect.signature(fn).bind(*args, **kwargs)
     bound.apply_defaults()
-    return list(bound.arguments.values())
+    values = list(bound.arguments.values())
+    if method:
+        values[0] = dict(values[0].state_dict())
+    return values
 
 
 def public_digests(exercise_name: str, fn: Callable[..., Any]) -> set[str]:
@@ -68,16 +75,16 @@ def public_digests(exercise_name: str, fn: Callable[..., Any]) -> set[str]:
     return found
 
 
-def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str, dict[str, Any]]
-               ) -> Callable[..., Any]:
-    never = public_digests(exercise, fn)
+def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str, dict[str, Any]],
+               method: bool = False) -> Callable[..., Any]:
+    never = set() if method else public_digests(exercise, fn)
 
     @functools.wraps(fn)
     def recorded(*args: Any, **kwargs: Any) -> Any:
         out = fn(*args, **kwargs)
         try:
-            digest = call_digest(argument_values(fn, args, kwargs))
-        except TypeError:
+            digest = call_digest(argument_values(fn, args, kwargs, method))
+        except (TypeError, AttributeError):
             return out
         if digest not in never:
             table.setdefault(key, {})[digest] = as_tensors(out)
@@ -86,26 +93,34 @@ def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str,
     return recorded
 
 
-def install(parts: Mapping[str, str], path: str | Path) -> None:
-    """Record every call to the graded functions ``parts`` (key -> exercise name); :func:`save` writes them.
+def install(parts: Mapping[str, str], path: str | Path, checks: str = "course_lib.checks") -> None:
+    """Record every call to the graded functions and methods ``parts`` (key -> exercise name); :func:`save`
+    writes them.
 
-    The function is replaced wherever ``course_lib``'s modules hold it (its own module and those that
-    imported it by name), and so is the exercise's ``reference`` (what a failing check hands to the cells
-    below), so that calls through any of them are recorded.
+    A function is replaced wherever ``course_lib``'s modules hold it (its own module and those that imported
+    it by name), and so is the exercise's ``reference`` (what a failing check hands to the cells below); a
+    method (``module.Class.forward``) is replaced in its class. ``checks``: the module that declares the
+    exercises (an assignment's, beside its notebook).
     """
     import sys
 
-    importlib.import_module("course_lib.checks")  # the course's exercises, looked up by name below
+    importlib.import_module("course_lib.checks")  # the course's exercises and ``checks``'s, looked up below
+    importlib.import_module(checks)
     _PATH[:] = [Path(path)]
     for key, exercise in parts.items():
+        declared = get_exercise(exercise)
+        if inspect.isclass(declared.reference) and key.endswith("." + declared.reference.__name__ + ".forward"):
+            cls = declared.reference
+            cls.forward = _recording(vars(cls)["forward"], key, exercise, _TABLE, method=True)
+            continue
         module_name, _, name = key.rpartition(".")
         original = getattr(importlib.import_module(module_name), name)
         wrapper = _recording(original, key, exercise, _TABLE)
-        for module in [m for n, m in list(sys.modules.items()) if n == "course_lib" or n.startswith("course_lib.")]:
+        for module in [m for n, m in list(sys.modules.items()) if n in (module_name, "course_lib")
+                       or n.startswith("course_lib.")]:
             for attribute, value in list(vars(module).items()):
                 if value is original:
                     setattr(module, attribute, wrapper)
-        declared = get_exercise(exercise)
         if declared.reference is original:
             declared.reference = wrapper
     atexit.register(save)

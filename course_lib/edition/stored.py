@@ -89,21 +89,17 @@ def call_digest(values: Sequence[Any]) -> str:
     return h.hexdigest()
 
 
-@cache
-def _calls() -> dict[str, Any]:
-    path = DATA / "calls.pt"
-    return torch.load(path, weights_only=True) if path.is_file() else {}
-
-
 def stored_call(key: str, exercise: str, values: Sequence[Any]) -> Any:
     """The stored output of graded part ``key`` for the argument ``values`` (in signature order, defaults
-    applied), as computed when the edition was built; :class:`AnswerWithheld` for a call not stored."""
-    table = _calls().get(key, {})
+    applied; a method's ``self`` as its ``state_dict()``), as computed or recorded when the edition was
+    built; :class:`AnswerWithheld` for a call not stored."""
     digest = call_digest(values)
-    if digest not in table:
-        withheld(key, exercise)
-    out = table[digest]
-    return out.clone() if isinstance(out, torch.Tensor) else out
+    for folder in _FOLDERS:
+        table = _load(folder / "calls.pt").get(key, {}) if (folder / "calls.pt").is_file() else {}
+        if digest in table:
+            out = table[digest]
+            return out.clone() if isinstance(out, torch.Tensor) else out
+    withheld(key, exercise)
 
 
 _FOLDERS: list[Path] = [DATA]
