@@ -214,13 +214,15 @@ def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout
     from course_lib.exercises.execute import execute_notebook
 
     keys = recordable(parts)
+    outer = [p.key for p in parts]
     merged: dict[str, dict[str, Any]] = {}
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
         with tempfile.TemporaryDirectory(prefix="course-record-") as tmp:
             out = Path(tmp) / "calls.pt"
             nb.cells.insert(0, nbformat.v4.new_code_cell(
-                f"from course_lib.edition import record\nrecord.install({keys!r}, {str(out)!r}, {checks!r})"))
+                f"from course_lib.edition import record\n"
+                f"record.install({keys!r}, {str(out)!r}, {checks!r}, {outer!r})"))
             nb.cells.append(nbformat.v4.new_code_cell("record.save()"))
             execute_notebook(nb, path.parent, timeout=timeout, allow_errors=True)
             if out.is_file():
