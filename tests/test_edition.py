@@ -418,3 +418,17 @@ def test_the_search_and_the_ast_comparison_find_answers_planted_in_a_copy(small_
     found = {(v["exercise"], v["callable"]) for v in _probe(planted)["violations"]}
     assert {("stable_softmax", "course_lib.basics.stable_softmax"),
             ("sinusoidal_table", "course_lib.positional.sinusoidal_table")} <= found
+
+
+def test_a_judged_exercise_is_judged_in_the_edition_by_its_shipped_judge(small_edition: Path) -> None:
+    """``mask_tokens`` is random: the edition ships its judge (not its mistakes) and judges the output."""
+    code = textwrap.dedent("""
+        import torch
+        from course_lib.checks import run_check
+        def mask_tokens(tokens, mask_id, vocab_size, special_ids, *args, **kwargs):
+            return tokens.clone(), torch.full_like(tokens, -100)  # selects nothing
+        print(run_check("mask_tokens", mask_tokens))
+    """)
+    done = _in_edition(small_edition, code)
+    assert done.returncode == 0, done.stderr
+    assert "failed" in done.stdout and "selected share" in done.stdout and "could not be judged" not in done.stdout
