@@ -53,6 +53,10 @@ __all__ = ["AnswerWithheld", "DATA", "add_data_folder", "check", "run_check", "s
 DATA = Path(__file__).resolve().parent / "data"
 
 
+#: The folders searched for stored data: the edition's own, then those added by an assignment.
+_FOLDERS: list[Path] = [DATA]
+
+
 class AnswerWithheld(RuntimeError):
     """A graded exercise's answer is not in the class edition; the learner's own implementation stands in."""
 
@@ -97,12 +101,18 @@ def stored_call(key: str, exercise: str, values: Sequence[Any]) -> Any:
     for folder in _FOLDERS:
         table = _load(folder / "calls.pt").get(key, {}) if (folder / "calls.pt").is_file() else {}
         if digest in table:
-            out = table[digest]
-            return out.clone() if isinstance(out, torch.Tensor) else out
+            return _fresh(table[digest])
     withheld(key, exercise)
 
 
-_FOLDERS: list[Path] = [DATA]
+def _fresh(value: Any) -> Any:
+    """A copy of a stored output that the caller may change: tensors cloned, sequences as tuples (the stored
+    files keep a function's tuple of results as a list)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list):
+        return tuple(_fresh(item) for item in value)
+    return value
 
 
 def add_data_folder(folder: Path) -> None:
