@@ -5,8 +5,10 @@ after its exercise (``padding_mask_fn(tokens, PAD)``, the reference while the ex
 the class edition's notebook running unsolved without shipping the answer, the builder runs the self-study
 notebook once with :func:`install` in its kernel: every call to a graded function is recorded (a digest of
 its arguments and the output, plain tensors), and the edition's stand-in serves exactly those calls
-(:func:`course_lib.edition.stored.stored_call`), nothing else. A call whose arguments are a public case of the
-exercise is not recorded: the check's stored outputs are the only copy of those.
+(:func:`course_lib.edition.stored.stored_call`), nothing else. A call whose arguments are one of the exercise's
+public cases may be stored (notebook 03 adds positions to a table of exactly one public case's size; the
+check stores that output anyway), but never all of them: then the public cases' calls are dropped, so that
+no stand-in answers the public cases as a function would.
 
 Example (what the builder runs in the kernel before the notebook's first cell)::
 
@@ -66,7 +68,7 @@ def argument_values(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mappi
 
 
 def public_digests(exercise_name: str, fn: Callable[..., Any]) -> set[str]:
-    """Digests of the exercise's public cases as calls of ``fn`` (calls never to be stored)."""
+    """Digests of the exercise's public cases as calls of ``fn`` (never all of them are stored)."""
     found = set()
     for case in get_exercise(exercise_name).cases("public", seed=0):
         try:
@@ -76,6 +78,7 @@ def public_digests(exercise_name: str, fn: Callable[..., Any]) -> set[str]:
     return found
 
 
+_PUBLIC: dict[str, set[str]] = {}  # digests of each recorded part's public cases
 _OUTER: set[Any] = set()  # code objects of every graded part: a call made inside one is not recorded
 
 
@@ -92,7 +95,7 @@ def _inside_a_graded_part() -> bool:
 
 def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str, dict[str, Any]],
                method: bool = False) -> Callable[..., Any]:
-    never = set() if method else public_digests(exercise, fn)
+    _PUBLIC[key] = set() if method else public_digests(exercise, fn)
 
     @functools.wraps(fn)
     def recorded(*args: Any, **kwargs: Any) -> Any:
@@ -103,8 +106,7 @@ def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str,
             digest = call_digest(argument_values(fn, args, kwargs, method))
         except (TypeError, AttributeError):
             return out
-        if digest not in never:
-            table.setdefault(key, {})[digest] = as_tensors(out)
+        table.setdefault(key, {})[digest] = as_tensors(out)
         return out
 
     return recorded
@@ -166,5 +168,11 @@ def _lookup(key: str) -> Any:
 
 def save() -> None:
     """Write the calls recorded so far to the path given to :func:`install`."""
-    if _PATH:
-        torch.save(_TABLE, _PATH[0])
+    if not _PATH:
+        return
+    for key, calls in _TABLE.items():
+        public = _PUBLIC.get(key, set())
+        if public and public <= set(calls):  # every public case: none of them is kept
+            for digest in public:
+                calls.pop(digest)
+    torch.save(_TABLE, _PATH[0])
