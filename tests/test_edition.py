@@ -432,3 +432,11 @@ def test_a_judged_exercise_is_judged_in_the_edition_by_its_shipped_judge(small_e
     done = _in_edition(small_edition, code)
     assert done.returncode == 0, done.stderr
     assert "failed" in done.stdout and "selected share" in done.stdout and "could not be judged" not in done.stdout
+
+
+@pytest.mark.slow
+def test_no_callable_of_the_student_folder_computes_an_assignments_result(small_edition: Path,
+                                                                          kv_student: Path) -> None:
+    report = _probe(small_edition, kv_student)
+    assert not report["violations"], report["violations"]
+    assert report["exercises"] == len(course_exercises()) + len(_kv_exercises())
