@@ -76,9 +76,10 @@ __all__ = ["check", "run_check"]
 
 
 def course_exercises() -> list[Exercise]:
-    """Every exercise of the course (``course_lib.checks`` imported, so each of its modules registers)."""
+    """Every exercise of the course: those declared in ``course_lib.checks`` (each of its modules imported),
+    not an assignment's or a test's that happen to be registered too."""
     importlib.import_module("course_lib.checks")
-    return registered_exercises()
+    return [ex for ex in registered_exercises() if ex.declared_in.startswith("course_lib.checks.")]
 
 
 def _signature_node(obj: Any) -> ast.FunctionDef:
