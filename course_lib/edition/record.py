@@ -18,7 +18,6 @@ Example (what the builder runs in the kernel before the notebook's first cell)::
 
 from __future__ import annotations
 
-import atexit
 import functools
 import importlib
 import inspect
@@ -148,7 +147,6 @@ def install(parts: Mapping[str, str], path: str | Path, checks: str = "course_li
                     setattr(module, attribute, wrapper)
         if declared.reference is original:
             declared.reference = wrapper
-    atexit.register(save)
 
 
 def _lookup(key: str) -> Any:
@@ -175,4 +173,6 @@ def save() -> None:
         if public and public <= set(calls):  # every public case: none of them is kept
             for digest in public:
                 calls.pop(digest)
-    torch.save(_TABLE, _PATH[0])
+    partial = _PATH[0].with_suffix(".partial")
+    torch.save(_TABLE, partial)
+    partial.replace(_PATH[0])  # whole or not at all, even if the kernel is stopped while saving
