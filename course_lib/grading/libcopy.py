@@ -1,12 +1,17 @@
-"""The sandbox's copy of ``course_lib``: the graded exercises' references withheld, the checks absent.
+"""The sandbox's copy of ``course_lib``: the graded exercises' answers withheld, the checks absent.
 
 :func:`build_library` copies the installed ``course_lib`` into a folder of the grader's (the sandbox mounts
-it read-only and imports it instead of the real one), leaving out ``course_lib.checks`` (hidden cases,
-mistakes) and the grader (only its ``codec`` and ``sandbox_main`` go in), and rewrites, with ``ast``, the
-module of every graded exercise's reference: the function or class is replaced by a stand-in of the same
-name that forwards to the learner's own implementation once the learner's cell has defined it (so course
-code that calls it, and later exercises that import it, use the learner's work) and raises
-``ReferenceWithheld`` before. The reference's code is not in the copy, so nothing in the sandbox reaches it.
+it read-only and imports it instead of the real one) as the class edition does
+(:func:`course_lib.edition.build.copy_package`: no ``course_lib.checks``, no grader, no edition builder; only
+the grader's ``codec`` and ``sandbox_main`` go in), and removes the answers of the exercises graded in this
+run with the class edition's stripping (:func:`course_lib.edition.build.rewrite_parts`, one implementation
+of "remove the answers"): each exercise's reference is replaced by a stand-in of the same name that forwards
+to the learner's own implementation once the learner's cell has defined it (so course code that calls it,
+and later exercises that import it, use the learner's work) and raises ``ReferenceWithheld`` before; the
+helpers that give the same answer away (:func:`course_lib.edition.answers.graded_parts`: the reference's
+private helpers, and public ones such as notebook 03's sinusoidal frequencies) get the class edition's
+stand-ins (stored outputs of the lessons' calls, or withheld). The reference of an exercise the submission
+left as a stub stays, so that a later exercise can build on it, as in the notebook.
 
 Example:
     >>> from course_lib.basics import stable_softmax
@@ -17,12 +22,17 @@ Example:
 from __future__ import annotations
 
 import ast
+import inspect
 import shutil
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import course_lib
+from course_lib.edition.answers import graded_parts, stand_in_kind
+from course_lib.edition.build import copy_package, rewrite_parts, store_calls
+from course_lib.edition.build import stand_in_source as edition_stand_in
+from course_lib.exercises import registered_exercises
 
 __all__ = ["build_library", "reference_key", "stand_in_source", "SUBMITTED_SOURCE"]
 
@@ -76,34 +86,14 @@ def stand_in_source(key: str, is_class: bool, bases: str = "") -> str:
             f"    def __new__(cls, *args, **kwargs):\n{body}\n")
 
 
-def _strip_module(path: Path, keys: Iterable[str]) -> None:
-    """Rewrite one module of the copy: each withheld reference replaced by its stand-in."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    wanted = {key.rpartition(".")[2]: key for key in keys}
-    body = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in wanted:
-            is_class = isinstance(node, ast.ClassDef)
-            bases = ", ".join(ast.unparse(b) for b in node.bases) if is_class else ""
-            body += ast.parse(stand_in_source(wanted[node.name], is_class, bases)).body
-        else:
-            body.append(node)
-    tree.body = body
-    path.write_text(ast.unparse(tree) + "\n", encoding="utf-8")
-
-
-def _module_path(root: Path, module: str) -> Path | None:
-    """The file of ``module`` in the copy rooted at ``root`` (a module or a package), if it is there."""
-    parts = module.split(".")
-    for path in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
-        if path.is_file():
-            return path
-    return None
+def _bases(cls: type) -> str:
+    """The base classes of ``cls`` as its source spells them (``nn.Module``)."""
+    node = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    return ", ".join(ast.unparse(b) for b in node.bases) if isinstance(node, ast.ClassDef) else ""
 
 
 def _copy_course(target: Path) -> None:
-    source = Path(course_lib.__file__).resolve().parent
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "checks", "grading"))
+    copy_package(target, checks=False)
     (target / "grading").mkdir()
     (target / "grading" / "__init__.py").write_text('"""Only what the sandbox needs of the grader."""\n')
     for name in ("codec.py", "sandbox_main.py"):
@@ -120,12 +110,24 @@ def build_library(folder: Path, references: Iterable[Any], assignment: Path | No
         for path in sorted(assignment.glob("*.py")):
             if path.stem != checks:
                 shutil.copyfile(path, folder / path.name)
-    keys = [k for k in (reference_key(r) for r in references) if k]
-    by_module: dict[str, list[str]] = {}
-    for key in keys:
-        by_module.setdefault(key.rpartition(".")[0], []).append(key)
-    for module, module_keys in by_module.items():
-        path = _module_path(folder, module)
-        if path is not None:
-            _strip_module(path, module_keys)
+    references = list(references)
+    in_copy = [r for r in references if _module_file(folder, getattr(r, "__module__", "")) is not None]
+    exercises = [ex for ex in registered_exercises() if any(ex.reference is r for r in in_copy)]
+    helpers = [p for p in graded_parts(exercises)
+               if p.role == "helper" and _module_file(folder, p.key.rpartition(".")[0]) is not None]
+    rewrite_parts(folder, {p.key: edition_stand_in(p, stand_in_kind(p.key)) for p in helpers}, keep_decorators=True)
+    store_calls(helpers, folder / "course_lib" / "edition" / "data", {})
+    keys = [k for k in (reference_key(r) for r in in_copy) if k]
+    rewrite_parts(folder, {reference_key(r): stand_in_source(reference_key(r), inspect.isclass(r),
+                                                             _bases(r) if inspect.isclass(r) else "")
+                           for r in in_copy if reference_key(r)}, keep_decorators=False)
     return keys
+
+
+def _module_file(root: Path, module: str) -> Path | None:
+    """The file of ``module`` in the copy rooted at ``root`` (a module or a package), if it is there."""
+    parts = module.split(".")
+    for path in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+        if module and path.is_file():
+            return path
+    return None

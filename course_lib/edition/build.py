@@ -1,0 +1,439 @@
+"""Build the class edition: the student notebooks and a ``course_lib`` that holds no graded answer.
+
+:func:`strip_library` is the one implementation of "remove the answers" (the grader's sandbox copy,
+:mod:`course_lib.grading.libcopy`, builds on it): it copies the installed ``course_lib`` without its checks
+(hidden cases, mistakes, alternatives), its grader and this builder, and rewrites every graded part
+(:func:`course_lib.edition.answers.graded_parts`) in place: PyTorch's own module behind the same signature
+(:data:`course_lib.edition.backed.BACKED`), stored outputs for the calls the lessons make
+(:data:`course_lib.edition.answers.STORED_CALLS`), or a stand-in that raises
+:class:`~course_lib.edition.stored.AnswerWithheld`. It then stores, per exercise, the public cases, the
+reference's outputs on them and each known mistake's outputs (``course_lib/edition/data/*.pt``), which the
+edition's ``course_lib.checks.check`` reads (:mod:`course_lib.edition.stored`).
+
+:func:`build_edition` adds the student notebooks, a ``pyproject.toml`` (``pip install DIR``) and a README;
+:func:`build_student_folder` does the same for an instructor's assignment (a notebook, its checks module and
+its reference module beside it).
+
+Example:
+    >>> from pathlib import Path
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp())
+    >>> manifest = build_edition(out / "class", notebooks=[])   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import shutil
+import sys
+import textwrap
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import torch
+
+import course_lib
+from course_lib.exercises import Exercise, registered_exercises, run_case
+
+from .answers import STORED_CALLS, GradedPart, graded_parts, keys_by_module, stand_in_kind
+from .backed import BACKED
+from .record import argument_values, as_tensors
+from .stored import call_digest
+from .strip import replace_parts
+
+__all__ = ["strip_library", "build_edition", "build_student_folder", "stand_in_source", "store_exercise",
+           "course_exercises", "copy_package", "rewrite_parts", "store_calls", "record_calls", "recordable",
+           "MANIFEST"]
+
+HERE = Path(__file__).resolve().parent
+
+#: The manifest of a built library (relative to its ``course_lib``): every graded part and its stand-in.
+MANIFEST = "edition/manifest.json"
+
+#: What of this package a student's copy holds: the checks over stored data, nothing of the builder.
+SHIPPED = ("stored.py",)
+
+EDITION_INIT = '''"""The class edition: checks over stored data (``stored``) and its data; no graded answer is here."""
+'''
+
+CHECKS_INIT = '''"""The class edition's checks: the public cases and expected outputs are stored data (no answers here).
+
+Notebooks call::
+
+    from course_lib.checks import check
+    softmax_fn = check("stable_softmax")
+"""
+
+from course_lib.edition.stored import check, run_check
+
+__all__ = ["check", "run_check"]
+'''
+
+
+def course_exercises() -> list[Exercise]:
+    """Every exercise of the course: those declared in ``course_lib.checks`` (each of its modules imported),
+    not an assignment's or a test's that happen to be registered too."""
+    importlib.import_module("course_lib.checks")
+    return [ex for ex in registered_exercises() if ex.declared_in.startswith("course_lib.checks.")]
+
+
+def _signature_node(obj: Any) -> ast.FunctionDef:
+    """The parsed definition of a function (decorators kept, body to be replaced)."""
+    node = ast.parse(textwrap.dedent(inspect.getsource(inspect.unwrap(obj)))).body[0]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise TypeError(f"{obj!r} is not a function")
+    return node  # type: ignore[return-value]
+
+
+def _parameter_names(node: ast.FunctionDef) -> list[str]:
+    a = node.args
+    names = [p.arg for p in (*a.posonlyargs, *a.args)]
+    names += [a.vararg.arg] if a.vararg else []
+    names += [p.arg for p in a.kwonlyargs]
+    names += [a.kwarg.arg] if a.kwarg else []
+    return names
+
+
+def stand_in_source(part: GradedPart, kind: str) -> str:
+    """The source that replaces graded part ``part`` in a student's copy (see the module docstring).
+
+    A backed stand-in is the function of :data:`BACKED`; a stored or withheld one keeps the original's
+    signature and docstring and replaces its body with a lookup of stored outputs or with an
+    :class:`~course_lib.edition.stored.AnswerWithheld` error.
+    """
+    if kind == "backed":
+        return textwrap.dedent(inspect.getsource(BACKED[part.key].stand_in))
+    node = _signature_node(part.obj)
+    first = node.body[0]
+    docstring = [first] if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
+        and isinstance(first.value.value, str) else []
+    names = _parameter_names(node)
+    if kind == "stored":  # the stored outputs of the calls the lessons make (the answer is the exercise)
+        if "." in part.obj.__qualname__:  # a method: the module's weights stand for self
+            names[0] = f"dict({names[0]}.state_dict())"
+        call = f"return stored_call({part.key!r}, {part.exercise!r}, [{', '.join(names)}])"
+        imported = "stored_call"
+    else:  # withheld: this is the learner's exercise
+        call = f"withheld({part.key!r}, {part.exercise!r})"
+        imported = "withheld"
+    body = [*docstring, *ast.parse(f"from course_lib.edition.stored import {imported}\n{call}").body]
+    node.body = body
+    node.decorator_list = []
+    return ast.unparse(ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[])))
+
+
+def _module_file(root: Path, module: str) -> Path:
+    parts = module.split(".")
+    for path in (root.joinpath(*parts).with_suffix(".py"), root.joinpath(*parts, "__init__.py")):
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{module} is not in the copy at {root}")
+
+
+def copy_package(target: Path, checks: bool = True) -> None:
+    """Copy the installed ``course_lib`` to ``target`` without its checks, its grader and this builder; add
+    the edition's runtime (:mod:`course_lib.edition.stored`, an empty ``data`` folder) and, with ``checks``,
+    a ``course_lib.checks`` whose ``check`` reads stored data."""
+    source = Path(course_lib.__file__).resolve().parent
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(
+        "__pycache__", "*.pyc", "checks", "grading", "edition"))
+    (target / "edition").mkdir()
+    (target / "edition" / "__init__.py").write_text(EDITION_INIT, encoding="utf-8")
+    for name in SHIPPED:
+        shutil.copyfile(HERE / name, target / "edition" / name)
+    (target / "edition" / "data").mkdir()
+    if checks:
+        (target / "checks").mkdir()
+        (target / "checks" / "__init__.py").write_text(CHECKS_INIT, encoding="utf-8")
+
+
+def rewrite_parts(root: Path, replacements: dict[str, str], keep_decorators: bool) -> None:
+    """Replace graded parts (key -> stand-in source) in the modules of the copy rooted at ``root``."""
+    for module, names in keys_by_module(list(replacements)).items():
+        path = _module_file(root, module)
+        wanted = {name: replacements[f"{module}.{name}"] for name in names}
+        path.write_text(replace_parts(path.read_text(encoding="utf-8"), wanted, keep_decorators), encoding="utf-8")
+
+
+def _run_or_none(impl: Any, case: Any, exercise: Exercise) -> Any:
+    try:
+        return as_tensors(run_case(impl, case, grad=exercise.grad, seed=exercise.seed))
+    except Exception:  # noqa: BLE001 - a mistake that cannot run a case says nothing about it
+        return None
+
+
+def store_exercise(exercise: Exercise, folder: Path, fallback: str, judge: str = "") -> Path:
+    """Write exercise data: public cases, the reference's outputs, each mistake's outputs and hint."""
+    cases = exercise.cases("public", seed=0)
+    expected = [as_tensors(run_case(exercise.reference, c, grad=exercise.grad, seed=exercise.seed)) for c in cases]
+    data = {
+        "name": exercise.name, "notebook": exercise.notebook, "summary": exercise.summary,
+        "is_class": exercise.is_class, "target": getattr(exercise.reference, "__name__", exercise.name),
+        "fallback": fallback, "atol": float(exercise.atol), "rtol": float(exercise.rtol), "grad": exercise.grad,
+        "differentiable": exercise.differentiable, "forbidden": list(exercise.forbidden_calls),
+        "seed": exercise.seed, "judge": judge,
+        "cases": [{"label": c.label, "args": list(c.args), "kwargs": dict(c.kwargs),
+                   "init": None if c.init is None else dict(c.init),
+                   "state": None if c.state is None else dict(c.state)} for c in cases],
+        "expected": expected,
+        "mistakes": [{"name": m.name, "hint": m.hint, "outputs": [_run_or_none(m.impl, c, exercise) for c in cases]}
+                     for m in exercise.mistakes],
+    }
+    path = folder / f"{exercise.name}.pt"
+    torch.save(data, path)
+    return path
+
+
+def store_calls(parts: Sequence[GradedPart], folder: Path, recorded: dict[str, dict[str, Any]]) -> None:
+    """Write ``calls.pt``: the declared calls (:data:`STORED_CALLS`) computed now, and the recorded ones."""
+    table: dict[str, dict[str, Any]] = {key: dict(calls) for key, calls in recorded.items()}
+    for part in parts:
+        for args, kwargs in STORED_CALLS.get(part.key, ()):
+            digest = call_digest(argument_values(part.obj, args, kwargs))
+            table.setdefault(part.key, {})[digest] = as_tensors(part.obj(*args, **kwargs))
+    torch.save(table, folder / "calls.pt")
+
+
+def recordable(parts: Sequence[GradedPart]) -> dict[str, str]:
+    """The graded functions and methods whose calls a lesson's run can record (key -> exercise): references
+    (not helpers: a helper's outputs would give its exercise away) that PyTorch does not stand in for."""
+    return {p.key: p.exercise for p in parts if p.role == "reference" and stand_in_kind(p.key) != "backed"
+            and inspect.isfunction(p.obj)}
+
+
+def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout: int = 900,
+                 checks: str = "course_lib.checks") -> dict[str, dict[str, Any]]:
+    """Run each self-study notebook once with :mod:`course_lib.edition.record` installed; the calls it made to
+    the graded functions (key -> digest -> output). Cells that fail are skipped, as a learner would see."""
+    import tempfile
+
+    from course_lib.exercises.execute import execute_notebook
+
+    keys = recordable(parts)
+    outer = [p.key for p in parts]
+    merged: dict[str, dict[str, Any]] = {}
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        with tempfile.TemporaryDirectory(prefix="course-record-") as tmp:
+            out = Path(tmp) / "calls.pt"
+            nb.cells.insert(0, nbformat.v4.new_code_cell(
+                f"from course_lib.edition import record\n"
+                f"record.install({keys!r}, {str(out)!r}, {checks!r}, {outer!r})"))
+            nb.cells.append(nbformat.v4.new_code_cell("record.save()"))
+            execute_notebook(nb, path.parent, timeout=timeout, allow_errors=True)
+            if out.is_file():
+                for key, calls in torch.load(out, weights_only=True).items():
+                    merged.setdefault(key, {}).update(calls)
+    return merged
+
+
+def _judge_source(exercise: Exercise) -> tuple[str, str]:
+    """The source of an exercise's ``compare`` judge with the module-level names it needs, and its name."""
+    judge = exercise.compare
+    if judge is None:
+        return "", ""
+    module = sys.modules[judge.__module__]
+    tree = ast.parse(inspect.getsource(module))
+    defined = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        defined[name.id] = node
+    needed, todo = [], [judge.__name__]
+    while todo:
+        name = todo.pop()
+        if name in needed or name not in defined:
+            continue
+        needed.append(name)
+        todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
+    order = [node for node in tree.body if node in [defined[n] for n in needed]]
+    used = {n.id for node in order for n in ast.walk(node) if isinstance(n, ast.Name)}
+    imports: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            aliases = [a for a in node.names if (a.asname or a.name).split(".")[0] in used]
+            if aliases:
+                node.names = aliases
+                imports.append(node)
+    text = ast.unparse(ast.Module(body=[*imports, *order], type_ignores=[]))
+    return text, judge.__name__
+
+
+def _store_judges(exercises: Sequence[Exercise], edition: Path) -> dict[str, str]:
+    """Write each ``compare`` judge (only the judge and what it uses) to ``edition/judge_<exercise>.py``."""
+    where = {}
+    for exercise in exercises:
+        text, name = _judge_source(exercise)
+        if text:
+            module = f"judge_{exercise.name}"
+            (edition / f"{module}.py").write_text(
+                f'"""The judge of exercise {exercise.name!r} (it judges an output; it computes no answer)."""\n\n'
+                f"{text}\n", encoding="utf-8")
+            where[exercise.name] = f"course_lib.edition.{module}.{name}"
+    return where
+
+
+def strip_library(folder: Path, exercises: Sequence[Exercise] | None = None,
+                  recorded: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Write ``course_lib`` into ``folder`` with every graded part of ``exercises`` (default: the course's)
+    replaced by its stand-in and the checks' stored data; return the manifest (also written to ``MANIFEST``).
+
+    ``recorded``: calls recorded from the lessons (:func:`record_calls`), served by stored stand-ins.
+    """
+    exercises = list(course_exercises() if exercises is None else exercises)
+    recorded = dict(recorded or {})
+    root = folder / "course_lib"
+    copy_package(root)
+    parts = graded_parts(exercises)
+    kinds = {p.key: stand_in_kind(p.key, recorded) for p in parts}
+    rewrite_parts(folder, {p.key: stand_in_source(p, kinds[p.key]) for p in parts if p.key.startswith("course_lib.")},
+                  keep_decorators=True)
+    data = root / "edition" / "data"
+    store_calls([p for p in parts if p.key.startswith("course_lib.")], data, recorded)
+    judges = _store_judges(exercises, root / "edition")
+    for exercise in exercises:
+        fallback = getattr(exercise.reference, "__module__", "") + "." + exercise.reference.__name__
+        store_exercise(exercise, data, fallback, judges.get(exercise.name, ""))
+    manifest = {"parts": {p.key: {"exercise": p.exercise, "role": p.role, "kind": kinds[p.key],
+                                  "through": list(BACKED[p.key].through) if kinds[p.key] == "backed" else []}
+                          for p in parts},
+                "exercises": [e.name for e in exercises]}
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "course_lib"
+version = "{version}"
+description = "The Transformer course's library, class edition: no graded exercise's answer is in it"
+requires-python = ">=3.11"
+
+[tool.setuptools.packages.find]
+include = ["course_lib*"]
+
+[tool.setuptools.package-data]
+"*" = ["*.pt", "*.json"]
+'''
+
+README = '''# The Transformer course: class edition
+
+What students receive for a graded class. `course_lib` here holds no graded exercise's answer: where a lesson
+needs a graded component it uses PyTorch's own module, stored outputs, or your own implementation once your
+exercise passes its check. The checks compare your code with stored outputs on public cases.
+
+    pip install .            # or: PYTHONPATH=. jupyter lab --notebook-dir=notebooks
+'''
+
+
+def _copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
+        nbformat.write(nb, out / path.name)
+        written.append(out / path.name)
+    return written
+
+
+def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bool = True) -> dict[str, Any]:
+    """Build the class edition into ``out``: ``course_lib/`` (stripped), ``notebooks/``, ``pyproject.toml``.
+
+    ``notebooks``: the student notebooks to include (default: every notebook of the course). With ``record``
+    each is run once (self-study edition) to record the calls its lesson makes to graded functions that
+    have no PyTorch counterpart (:func:`record_calls`); it takes as long as running the notebooks.
+    """
+    from course_lib.exercises.cli import NOTEBOOK_DIR
+
+    out = Path(out)
+    if (out / "course_lib").exists():
+        raise FileExistsError(f"build_edition: {out / 'course_lib'} exists; give an empty or new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb")) if notebooks is None else list(notebooks)
+    exercises = course_exercises()
+    recorded = record_calls(paths, graded_parts(exercises)) if record else {}
+    manifest = strip_library(out, exercises, recorded)
+    manifest["notebooks"] = [p.name for p in _copy_notebooks(paths, out / "notebooks")]
+    (out / "pyproject.toml").write_text(PYPROJECT.format(version=course_lib.__version__), encoding="utf-8")
+    (out / "README.md").write_text(README, encoding="utf-8")
+    return manifest
+
+
+def build_student_folder(assignment: Path, out: Path, record: bool = True) -> dict[str, Any]:
+    """Build the student folder of an instructor's assignment into ``out``.
+
+    ``assignment`` holds one notebook whose metadata names its checks module (beside it). The folder gets
+    the notebook, every module of the assignment except the checks module, with the graded parts of the
+    assignment's exercises replaced by stand-ins (as :func:`strip_library` does for the course), and the
+    checks as stored data: ``<checks module>.py`` becomes a module that makes ``course_lib.checks.check``
+    read the stored public cases and outputs (the notebook's own ``import`` line keeps working). With
+    ``record`` the notebook is run once (the instructor's copy) to record the calls it makes to graded parts
+    (:func:`record_calls`), which the stand-ins then serve. Students install the class edition of
+    ``course_lib`` beside it (:func:`build_edition`).
+    """
+    assignment, out = Path(assignment).resolve(), Path(out)
+    notebooks = sorted(assignment.glob("*.ipynb"))
+    if len(notebooks) != 1:
+        raise ValueError(f"build_student_folder: {assignment} must hold exactly one notebook, found {len(notebooks)}")
+    nb = nbformat.read(notebooks[0], as_version=4)
+    checks = str(nb.metadata.get("course", {}).get("checks") or "")
+    if not checks or not (assignment / f"{checks}.py").is_file():
+        raise ValueError(f"build_student_folder: the notebook's metadata must name a checks module beside it, "
+                         f"got {checks!r}")
+    if str(assignment) not in sys.path:
+        sys.path.insert(0, str(assignment))
+    importlib.import_module(checks)
+    notebook_id = str(nb.metadata["course"].get("notebook") or notebooks[0].stem)
+    exercises = registered_exercises(notebook_id)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(assignment.glob("*.py")):
+        if path.stem != checks:
+            shutil.copyfile(path, out / path.name)
+    parts = [p for p in graded_parts(exercises) if (out / f"{p.key.split('.')[0]}.py").is_file()]
+    # The course's graded functions the assignment calls (a constructor's sinusoidal table) are recorded too.
+    course_parts = [p for p in graded_parts(course_exercises()) if p.role == "reference"]
+    recorded = record_calls(notebooks, [*parts, *course_parts], checks=checks) if record else {}
+    kinds = {p.key: stand_in_kind(p.key, recorded) for p in parts}
+    rewrite_parts(out, {p.key: stand_in_source(p, kinds[p.key]) for p in parts}, keep_decorators=True)
+    data = out / "stored"
+    data.mkdir(exist_ok=True)
+    store_calls(parts, data, recorded)
+    for exercise in exercises:
+        fallback = f"{exercise.reference.__module__}.{exercise.reference.__name__}"
+        store_exercise(exercise, data, fallback)
+    (out / f"{checks}.py").write_text(ASSIGNMENT_CHECKS, encoding="utf-8")
+    _copy_notebooks(notebooks, out)
+    manifest = {"parts": {p.key: {"exercise": p.exercise, "role": p.role, "kind": kinds[p.key], "through": []}
+                          for p in parts}, "exercises": [e.name for e in exercises], "checks": checks,
+                "modules": sorted(p.stem for p in out.glob("*.py") if p.stem != checks)}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    return manifest
+
+
+ASSIGNMENT_CHECKS = '''"""This assignment's checks, class edition: public cases and expected outputs in ``stored/``.
+
+Importing this module points the class edition's ``course_lib.checks.check`` at this folder's stored data.
+"""
+
+from pathlib import Path
+
+from course_lib.edition import stored
+
+stored.add_data_folder(Path(__file__).resolve().parent / "stored")
+'''

@@ -1,0 +1,272 @@
+"""The class edition's checks and stored outputs: what a student's ``course_lib`` holds instead of answers.
+
+In the class edition, ``from course_lib.checks import check`` is this module's :func:`check`. It runs the
+learner's implementation on the exercise's public cases (stored as plain tensors at build time), compares
+with the reference's outputs stored beside them, and names a known mistake when the learner's output equals
+that mistake's stored output on the failing case: the hints work, with neither the reference nor the
+mistakes' code in the edition. The cells after a check go on with the learner's implementation when it
+passed, otherwise with the edition's stand-in (PyTorch's own module, stored outputs, or a stand-in that
+says the answer is withheld).
+
+Stored files (``course_lib/edition/data/``) are read with ``torch.load(..., weights_only=True)``: tensors,
+numbers, strings, lists and dicts only, never pickled code.
+
+Example (in the class edition)::
+
+    from course_lib.checks import check
+    softmax_fn = check("stable_softmax")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import sys
+from collections import ChainMap
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from course_lib.exercises.core import Case, ForbiddenCallError, InputModifiedError, NotDifferentiableError, run_case
+from course_lib.exercises.feedback import (
+    ERROR,
+    FAILED,
+    FORBIDDEN_CALL_HINT,
+    INVALID,
+    NOT_DEFINED,
+    NOT_DIFFERENTIABLE_HINT,
+    NOT_IMPLEMENTED,
+    PASSED,
+    CheckResult,
+    compare_outputs,
+    to_plain,
+)
+
+__all__ = ["AnswerWithheld", "DATA", "add_data_folder", "check", "run_check", "stored_call", "withheld", "call_digest",
+           "load_exercise", "stored_exercises"]
+
+#: Where the edition's stored data lives: one ``<exercise>.pt`` per exercise and ``calls.pt``.
+DATA = Path(__file__).resolve().parent / "data"
+
+
+#: The folders searched for stored data: the edition's own, then those added by an assignment.
+_FOLDERS: list[Path] = [DATA]
+
+
+class AnswerWithheld(RuntimeError):
+    """A graded exercise's answer is not in the class edition; the learner's own implementation stands in."""
+
+
+def withheld(key: str, exercise: str) -> None:
+    """Raise :class:`AnswerWithheld` for the graded part ``key`` (what a withheld stand-in does)."""
+    raise AnswerWithheld(
+        f"{key} is the answer of exercise {exercise!r}, which this class edition of the course does not contain: "
+        f"solve that exercise (its check then hands your implementation to the cells below)")
+
+
+def call_digest(values: Sequence[Any]) -> str:
+    """A digest of a call's argument values (plain data: tensors by dtype, shape and bytes)."""
+    h = hashlib.sha256()
+
+    def feed(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+        elif isinstance(value, (list, tuple)):
+            h.update(f"L{len(value)}".encode())
+            for item in value:
+                feed(item)
+        elif isinstance(value, dict):
+            h.update(f"D{len(value)}".encode())
+            for k in sorted(value):
+                h.update(str(k).encode())
+                feed(value[k])
+        else:
+            h.update(f"{type(value).__name__}:{value!r};".encode())
+
+    feed(list(values))
+    return h.hexdigest()
+
+
+def stored_call(key: str, exercise: str, values: Sequence[Any]) -> Any:
+    """The stored output of graded part ``key`` for the argument ``values`` (in signature order, defaults
+    applied; a method's ``self`` as its ``state_dict()``), as computed or recorded when the edition was
+    built; :class:`AnswerWithheld` for a call not stored."""
+    digest = call_digest(values)
+    for folder in _FOLDERS:
+        table = _load(folder / "calls.pt").get(key, {}) if (folder / "calls.pt").is_file() else {}
+        if digest in table:
+            return _fresh(table[digest])
+    withheld(key, exercise)
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a stored output that the caller may change: tensors cloned, sequences as tuples (the stored
+    files keep a function's tuple of results as a list)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list):
+        return tuple(_fresh(item) for item in value)
+    return value
+
+
+def add_data_folder(folder: Path) -> None:
+    """Also look for exercises' stored data in ``folder`` (an assignment's student folder adds its own)."""
+    folder = Path(folder)
+    if folder not in _FOLDERS:
+        _FOLDERS.append(folder)
+
+
+def load_exercise(name: str) -> dict[str, Any]:
+    """The stored data of exercise ``name`` (public cases, expected outputs, mistakes' outputs and hints)."""
+    for folder in _FOLDERS:
+        path = folder / f"{name}.pt"
+        if path.is_file():
+            return _load(path)
+    known = ", ".join(stored_exercises()) or "none"
+    raise KeyError(f"no exercise called {name!r} in this edition; known exercises: {known}")
+
+
+@cache
+def _load(path: Path) -> dict[str, Any]:
+    return torch.load(path, weights_only=True)
+
+
+def stored_exercises() -> list[str]:
+    """The names of the exercises whose checks this edition holds."""
+    return sorted(p.stem for folder in _FOLDERS for p in folder.glob("*.pt") if p.stem != "calls")
+
+
+def _case(entry: dict[str, Any]) -> Case:
+    return Case(entry["label"], args=tuple(entry["args"]), kwargs=dict(entry["kwargs"]), init=entry["init"],
+                state=entry["state"])
+
+
+def _plain(value: Any) -> Any:
+    """A stored output (tensors, lists) as the check compares it (NumPy arrays, lists)."""
+    return to_plain(value)
+
+
+def _judge(data: dict[str, Any]) -> Callable[[Case, Any, Any], list[str]] | None:
+    judge = data.get("judge")
+    if not judge:
+        return None
+    module, _, name = judge.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _problems(data: dict[str, Any], case: Case, expected: Any, got: Any) -> list[str]:
+    judge = _judge(data)
+    if judge is None:
+        return compare_outputs(expected, got, data["atol"], data["rtol"])
+    try:
+        return [str(p) for p in judge(case, expected, got)]
+    except Exception as err:  # noqa: BLE001 - an output the judge cannot read is a wrong output
+        return [f"output: could not be judged ({type(err).__name__}: {str(err)[:200]})"]
+
+
+def _kinds(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [kind for item in value for kind in _kinds(item)]
+    return [value.dtype.kind] if isinstance(value, np.ndarray) else [type(value).__name__]
+
+
+def _diagnose(data: dict[str, Any], index: int, case: Case, expected: Any, got: Any) -> str:
+    """The hint of the first known mistake whose stored output on case ``index`` matches the learner's."""
+    judged = _judge(data) is not None
+    learner = {p.split(":", 1)[0] for p in _problems(data, case, expected, got)} if judged else set()
+    for mistake in data["mistakes"]:
+        wrong = mistake["outputs"][index]
+        if wrong is None:
+            continue
+        wrong = _plain(wrong)
+        if judged:
+            if learner and {p.split(":", 1)[0] for p in _problems(data, case, expected, wrong)} == learner:
+                return mistake["hint"]
+        elif _kinds(wrong) == _kinds(got) and not compare_outputs(wrong, got, data["atol"], data["rtol"]):
+            return mistake["hint"]
+    return ""
+
+
+def _error_verdict(name: str, err: BaseException, label: str, index: int, total: int) -> CheckResult:
+    """The verdict for an exception raised by the learner's code on one case (as the self-study check says it)."""
+    if isinstance(err, NotImplementedError):
+        return CheckResult(name, NOT_IMPLEMENTED, "replace `raise NotImplementedError()` with your code, then run "
+                           "this cell again.", cases_total=total)
+    if isinstance(err, InputModifiedError):
+        return CheckResult(name, FAILED, str(err), label, "work on a copy: an in-place operation (-=, /=, "
+                           "x[...] = ..., .add_()) on an argument changes the caller's tensor too.", index, total)
+    if isinstance(err, NotDifferentiableError):
+        return CheckResult(name, FAILED, str(err), label, NOT_DIFFERENTIABLE_HINT, index, total)
+    if isinstance(err, ForbiddenCallError):
+        return CheckResult(name, FAILED, str(err), label, FORBIDDEN_CALL_HINT, index, total)
+    return CheckResult(name, ERROR, f"your code raised {type(err).__name__}: {err}", label, cases_passed=index,
+                       cases_total=total)
+
+
+def run_check(name: str, impl: Any) -> CheckResult:
+    """Run exercise ``name``'s stored public cases on ``impl``; the verdict, not printed.
+
+    The same comparison as the self-study edition's check, on the same cases, with the expected outputs and
+    the mistakes' outputs read from stored data instead of computed from the reference and the mistakes.
+    """
+    data = load_exercise(name)
+    cases = [_case(entry) for entry in data["cases"]]
+    total = len(cases)
+    if impl is None or not callable(impl) or (data["is_class"] and not isinstance(impl, type)):
+        kind = "class (the class itself, not an instance)" if data["is_class"] else "function"
+        return CheckResult(name, INVALID, f"check({name!r}, ...) expected your {kind}, got {type(impl).__name__}",
+                           cases_total=total)
+    for i, case in enumerate(cases):
+        try:
+            got = to_plain(run_case(impl, case, grad=data["grad"], differentiable=data["differentiable"],
+                                    forbidden=tuple(data["forbidden"]), seed=data["seed"]))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
+            return _error_verdict(name, err, case.label, i, total)
+        expected = _plain(data["expected"][i])
+        problems = _problems(data, case, expected, got)
+        if problems:
+            hint = _diagnose(data, i, case, expected, got)
+            return CheckResult(name, FAILED, "\n".join(problems), case.label, hint, i, total)
+    return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
+
+
+def _fallback(data: dict[str, Any]) -> Any:
+    module, _, name = data["fallback"].rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+_FROM_NOTEBOOK: Any = object()
+
+
+def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Any:
+    """Check a learner's implementation of exercise ``name`` on the stored public cases; print the verdict.
+
+    ``check("stable_softmax")`` checks what the name the stub defines holds where ``check`` is called (the
+    notebook's variables). Returns the learner's implementation when it passed, else the edition's stand-in.
+    """
+    data = load_exercise(name)
+    result = None
+    if impl is _FROM_NOTEBOOK:
+        caller = sys._getframe(1)
+        namespace = ChainMap(caller.f_locals, caller.f_globals)
+        target = data["target"]
+        if target in namespace:
+            impl = namespace[target]
+        else:
+            result = CheckResult(name, NOT_DEFINED, f"`{target}` is not defined: did the cell above run without "
+                                 f"error?", hint=f"run the cell above (Shift+Enter); keep the name `{target}`.")
+    if result is None:
+        result = run_check(name, impl)
+    print(result)
+    if result.passed:
+        return impl
+    print("   → the cells below use the class edition's stand-in for now.")
+    return _fallback(data)

@@ -1,0 +1,77 @@
+"""Remove answers from a copy of a module's source: one implementation for the class edition and the grader.
+
+A graded part is named by its key: ``module.function``, ``module.Class`` or ``module.Class.method``.
+:func:`replace_parts` rewrites a module's source (with ``ast``) so that each named part is replaced by the
+source given for it (a stand-in); everything else in the module is kept as it was. The class edition
+(:mod:`course_lib.edition.build`) puts PyTorch-backed or stored-data stand-ins there; the grader's sandbox
+copy (:mod:`course_lib.grading.libcopy`) puts stand-ins that forward to the learner's implementation.
+
+Example:
+    >>> src = "def f(x):\\n    return x + 1\\n\\ndef g(x):\\n    return f(x)\\n"
+    >>> print(replace_parts(src, {"f": "def f(x):\\n    raise RuntimeError('withheld')\\n"}))
+    def f(x):
+        raise RuntimeError('withheld')
+    <BLANKLINE>
+    def g(x):
+        return f(x)
+    <BLANKLINE>
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+
+__all__ = ["replace_parts"]
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _definition(source: str, name: str) -> ast.stmt:
+    """The single function or class that ``source`` defines, renamed ``name``."""
+    body = ast.parse(source).body
+    defs = [node for node in body if isinstance(node, _DEFS)]
+    if len(defs) != 1:
+        raise ValueError(f"a stand-in must define exactly one function or class, got {len(defs)}")
+    node = defs[0]
+    node.name = name
+    return node
+
+
+def _replace_in(body: list[ast.stmt], wanted: Mapping[str, str], keep_decorators: bool,
+                done: set[str], prefix: str = "") -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for node in body:
+        if not isinstance(node, _DEFS):
+            out.append(node)
+            continue
+        qualname = prefix + node.name
+        if qualname in wanted:
+            new = _definition(wanted[qualname], node.name)
+            if keep_decorators and isinstance(new, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                new.decorator_list = node.decorator_list
+            out.append(new)
+            done.add(qualname)
+        elif isinstance(node, ast.ClassDef) and any(w.startswith(qualname + ".") for w in wanted):
+            node.body = _replace_in(node.body, wanted, keep_decorators, done, qualname + ".") or [ast.Pass()]
+            out.append(node)
+        else:
+            out.append(node)
+    return out
+
+
+def replace_parts(source: str, replacements: Mapping[str, str], keep_decorators: bool = False) -> str:
+    """``source`` with each part named in ``replacements`` (``"f"``, ``"Class"`` or ``"Class.method"``)
+    replaced by the definition its value holds (renamed to the part's name).
+
+    With ``keep_decorators`` a replaced function keeps the original's decorators (input checks attached
+    with ``validated_by``, ``staticmethod``). Raises ``KeyError`` naming a part the source does not define,
+    so that a renamed reference cannot silently stay in a copy.
+    """
+    tree = ast.parse(source)
+    done: set[str] = set()
+    tree.body = _replace_in(tree.body, replacements, keep_decorators, done)
+    missing = sorted(set(replacements) - done)
+    if missing:
+        raise KeyError(f"replace_parts: the source defines no {', '.join(missing)}")
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

@@ -1,0 +1,442 @@
+"""The class edition holds no graded answer, its checks work from stored data, and its notebooks run unsolved.
+
+What is proved, for every registered exercise (the course's thirteen notebooks and the assignments):
+
+(a) no reference body: the normalised AST (docstring stripped, names kept) of each reference's function or
+    graded method, and of each ``also_correct`` alternative, appears nowhere in the edition (modules and
+    notebooks);
+(b) no hidden-case code and no mistake code: no function or lambda of any module that declares exercises
+    appears in the edition (case generators, mistakes, alternatives all live there);
+(c) no callable of the edition computes a graded result except through PyTorch's own module: the brute-force
+    search ``tests/edition_probe.py`` runs inside the edition's environment on every public callable.
+
+The same for an instructor's assignment (``assignments/kv_cache``) and its student folder, and for the
+grader's sandbox copy (``course_lib.grading.libcopy``), which uses the same stripping.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+import torch
+
+import course_lib.attention as attention
+import course_lib.basics as basics
+import course_lib.masking as masking
+import course_lib.training as training
+from course_lib.edition import backed
+from course_lib.edition.answers import graded_parts
+from course_lib.edition.build import build_edition, build_student_folder, course_exercises
+from course_lib.edition.strip import replace_parts
+from course_lib.exercises import registered_exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+KV = ROOT / "assignments" / "kv_cache"
+PROBE = Path(__file__).resolve().parent / "edition_probe.py"
+FAST_NOTEBOOKS = ["00_welcome"]
+RUN_NOTEBOOKS = ["00_welcome", "01_attention", "02_multi_head_attention", "03_positional_encoding", "04_masking"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Normalised ASTs: a function's arguments and body, docstring stripped, names kept
+# ---------------------------------------------------------------------------------------------------
+
+def _normalised(node: ast.AST) -> str:
+    """``ast.dump`` of a function's arguments and body (its docstring and decorators left out) or a lambda's."""
+    if isinstance(node, ast.Lambda):
+        return ast.dump(ast.Module(body=[ast.Expr(node.body)], type_ignores=[]))
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return ast.dump(node.args) + ast.dump(ast.Module(body=body, type_ignores=[]))
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.AST]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield node
+
+
+def _source_of(obj: Any) -> ast.AST | None:
+    """The parsed definition of a function or of a class's ``forward`` (for a lambda, the lambda node of its
+    line). A class's constructor is given to the learner in the notebook: only ``forward`` is an answer."""
+    fn = inspect.unwrap(vars(obj).get("forward", obj) if inspect.isclass(obj) else obj)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    nodes = list(_functions(tree))
+    return nodes[0] if nodes else None
+
+
+def _edition_bodies(folder: Path) -> dict[str, str]:
+    """Normalised AST -> where, for every function and lambda of the folder's modules and notebooks."""
+    found: dict[str, str] = {}
+    for path in folder.rglob("*.py"):
+        for node in _functions(ast.parse(path.read_text(encoding="utf-8"))):
+            found.setdefault(_normalised(node), f"{path.relative_to(folder)}:{getattr(node, 'lineno', 0)}")
+    for path in folder.rglob("*.ipynb"):
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse("\n".join(line for line in cell.source.splitlines()
+                                           if not line.lstrip().startswith(("%", "!"))))
+            except SyntaxError:
+                continue
+            for node in _functions(tree):
+                found.setdefault(_normalised(node), f"{path.relative_to(folder)} cell {i}")
+    return found
+
+
+def _answer_bodies(exercises: list[Any]) -> dict[str, str]:
+    """Normalised AST -> what, for every graded part (references, their helpers) and correct alternative."""
+    answers = {}
+    for part in graded_parts(exercises):
+        node = _source_of(part.obj)
+        if node is not None:
+            answers[_normalised(node)] = f"graded part {part.key}"
+    for exercise in exercises:
+        for alternative in exercise.also_correct:
+            node = _source_of(alternative)
+            if node is not None:
+                answers[_normalised(node)] = f"an also_correct alternative of {exercise.name}"
+    return answers
+
+
+def _judge_names(exercises: list[Any]) -> dict[str, set[str]]:
+    """Declaring module -> the names of its exercises' judges (``compare``) and what they call: a judge says
+    what is wrong with an output and computes no answer, so the edition ships it (test (b) leaves it out)."""
+    names: dict[str, set[str]] = {}
+    for exercise in exercises:
+        if exercise.compare is None:
+            continue
+        module = sys.modules[exercise.compare.__module__]
+        tree = ast.parse(inspect.getsource(module))
+        defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        todo, seen = [exercise.compare.__name__], names.setdefault(module.__name__, set())
+        while todo:
+            name = todo.pop()
+            if name in defined and name not in seen:
+                seen.add(name)
+                todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
+    return names
+
+
+def _functions_of(obj: Any) -> list[Any]:
+    """The functions behind a case generator or a mistake: the object itself and the functions its closure
+    holds (``public_and_hidden``'s lambdas hold ``make``; ``with_inputs`` holds the function it changes)."""
+    found, todo = [], [obj]
+    while todo:
+        fn = todo.pop()
+        fn = vars(fn).get("forward", fn) if inspect.isclass(fn) else fn
+        if not callable(fn) or fn in found:
+            continue
+        found.append(fn)
+        todo += [c.cell_contents for c in (getattr(fn, "__closure__", None) or ()) if callable(c.cell_contents)]
+    return found
+
+
+def _declaring_bodies(exercises: list[Any]) -> dict[str, str]:
+    """Normalised AST -> what, for (b1) every case generator and mistake (and the functions they wrap that live
+    in a declaring module) and (b2) every other function and lambda of every declaring module, except the
+    exercises' judges and constructors (``__init__``: the notebook's stub gives them to the learner)."""
+    modules = {ex.declared_in for ex in exercises}
+    found = {}
+    for exercise in exercises:
+        sources = [("public cases", exercise.public_cases), ("hidden cases", exercise.hidden_cases)]
+        sources += [(f"mistake {m.name!r}", m.impl) for m in exercise.mistakes]
+        for what, obj in sources:
+            for fn in _functions_of(obj):
+                if getattr(fn, "__module__", None) in modules:
+                    node = _source_of(fn)
+                    if node is not None:
+                        found[_normalised(node)] = f"{exercise.name}'s {what}"
+    judges = _judge_names(exercises)
+    for name in modules:
+        path = Path(inspect.getsourcefile(sys.modules[name]) or "")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = {id(n) for top in tree.body if isinstance(top, (ast.FunctionDef, ast.ClassDef))
+                and top.name in judges.get(name, set()) for n in ast.walk(top)}
+        for node in _functions(tree):
+            if id(node) not in skip and getattr(node, "name", "") != "__init__":
+                found.setdefault(_normalised(node), f"code of {name}:{getattr(node, 'lineno', 0)}")
+    return found
+
+
+def _assert_no_answers(folder: Path, exercises: list[Any]) -> None:
+    present = _edition_bodies(folder)
+    leaks = [f"{what} found at {present[body]}" for body, what in _answer_bodies(exercises).items()
+             if body in present]
+    leaks += [f"{what} found at {present[body]}" for body, what in _declaring_bodies(exercises).items()
+              if body in present]
+    assert not leaks, "\n".join(leaks)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Fast: the parts
+# ---------------------------------------------------------------------------------------------------
+
+def test_replace_parts_replaces_a_function_and_a_method_and_refuses_a_missing_one() -> None:
+    source = "class A:\n    def forward(self, x):\n        return x * 2\n\n    def keep(self):\n        return 1\n"
+    out = replace_parts(source, {"A.forward": "def anything(self, x):\n    raise RuntimeError('withheld')\n"})
+    namespace: dict[str, Any] = {}
+    exec(out, namespace)  # noqa: S102 - the test's own source
+    with pytest.raises(RuntimeError, match="withheld"):
+        namespace["A"]().forward(1)
+    assert namespace["A"]().keep() == 1 and "x * 2" not in out
+    with pytest.raises(KeyError, match="B"):
+        replace_parts(source, {"B": "def B():\n    pass\n"})
+
+
+def test_the_pytorch_backed_stand_ins_equal_the_course_references() -> None:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, generator=gen) * 100
+    assert torch.allclose(backed.stable_softmax(x, 0), basics.stable_softmax(x, 0), atol=1e-6)
+    q, k, v = (torch.randn(2, 3, n, 8, generator=gen) for n in (4, 5, 5))
+    mask = torch.rand(2, 1, 4, 5, generator=gen) < 0.5
+    mask[0, 0, 1] = False  # a query with no key at all: zero weights and output by the course's convention
+    for m in (None, mask):
+        for ours, theirs in zip(attention.scaled_dot_product_attention(q, k, v, m),
+                                backed.scaled_dot_product_attention(q, k, v, m), strict=True):
+            assert torch.allclose(ours, theirs, atol=1e-6)
+    mha = attention.MultiHeadAttention(12, 3).eval()
+    a, b = torch.randn(2, 4, 12, generator=gen), torch.randn(2, 5, 12, generator=gen)
+    for m in (None, mask, mask[:, :, :, :]):
+        for need in (False, True):
+            out, w = mha(a, b, b, m, need)
+            out2, w2 = backed.multi_head_attention_forward(mha, a, b, b, m, need)
+            assert torch.allclose(out, out2, atol=1e-5)
+            assert (w is None and w2 is None) or torch.allclose(w, w2, atol=1e-6)
+    assert torch.equal(backed.causal_mask(6), masking.causal_mask(6))
+    logits, target = torch.randn(2, 5, 7, generator=gen), torch.randint(0, 7, (2, 5), generator=gen)
+    assert torch.allclose(backed.label_smoothed_cross_entropy(logits, target),
+                          training.label_smoothed_cross_entropy(logits, target), atol=1e-6)
+    assert float(backed.label_smoothed_cross_entropy(logits, target * 0)) == 0.0  # all padding: 0, not NaN
+
+
+def test_graded_parts_cover_every_exercise_and_the_positional_give_aways() -> None:
+    exercises = course_exercises()
+    parts = graded_parts(exercises)
+    assert {p.exercise for p in parts} == {e.name for e in exercises}
+    keys = {p.key for p in parts}
+    assert {"course_lib.positional.sinusoidal_frequencies", "course_lib.positional._frequencies64",
+            "course_lib.attention.MultiHeadAttention.forward"} <= keys
+
+
+@pytest.fixture(scope="module")
+def small_edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The class edition with notebook 00 only and no recording (the library is whole all the same)."""
+    out = tmp_path_factory.mktemp("class") / "edition"
+    build_edition(out, [ROOT / "notebooks" / f"{n}.ipynb" for n in FAST_NOTEBOOKS], record=False)
+    return out
+
+
+def test_the_edition_has_the_structure_students_install(small_edition: Path) -> None:
+    lib = small_edition / "course_lib"
+    assert (small_edition / "pyproject.toml").is_file() and (small_edition / "notebooks" / "00_welcome.ipynb").is_file()
+    assert not (lib / "grading").exists() and not (lib / "edition" / "build.py").exists()
+    assert sorted(p.name for p in (lib / "checks").iterdir()) == ["__init__.py"]
+    stored = {p.stem for p in (lib / "edition" / "data").glob("*.pt")} - {"calls"}
+    assert stored == {e.name for e in course_exercises()}
+    data = torch.load(lib / "edition" / "data" / "stable_softmax.pt", weights_only=True)  # plain data only
+    assert len(data["cases"]) == len(data["expected"]) and data["mistakes"][0]["hint"]
+    manifest = json.loads((lib / "edition" / "manifest.json").read_text())
+    assert manifest["parts"]["course_lib.basics.stable_softmax"]["kind"] == "backed"
+    assert manifest["parts"]["course_lib.masking.padding_mask"]["kind"] == "withheld"
+
+
+def test_the_edition_holds_no_reference_body_no_case_and_no_mistake_code(small_edition: Path) -> None:
+    _assert_no_answers(small_edition, course_exercises())
+
+
+def _in_edition(folder: Path, code: str, *extra: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (folder, *extra)), "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=folder,
+                          timeout=600)
+
+
+def test_the_editions_check_passes_a_solution_names_a_mistake_and_falls_back_on_pytorch(small_edition: Path) -> None:
+    code = f"import course_lib\nassert course_lib.__file__.startswith({str(small_edition)!r})\n" + textwrap.dedent("""
+        import torch
+        from course_lib.checks import check
+        def stable_softmax(x, dim=-1):
+            raise NotImplementedError()
+        fn = check("stable_softmax")
+        print("fallback", fn.__module__, float(fn(torch.tensor([0.0, 0.0]))[0]))
+        def stable_softmax(x, dim=-1):
+            return torch.exp(x) / torch.exp(x).sum(dim, keepdim=True)
+        check("stable_softmax")
+        def stable_softmax(x, dim=-1):
+            e = torch.exp(x - x.amax(dim, keepdim=True))
+            return e / e.sum(dim, keepdim=True)
+        check("stable_softmax")
+        from course_lib.masking import padding_mask
+        try:
+            padding_mask(torch.tensor([[1, 0]]), 0)
+        except Exception as err:
+            print(type(err).__name__)
+    """)
+    done = _in_edition(small_edition, code)
+    assert done.returncode == 0, done.stderr
+    assert "not implemented yet" in done.stdout and "fallback course_lib.basics 0.5" in done.stdout
+    assert "hint: exp(1000) overflows" in done.stdout  # the stored output of the "no max shift" mistake
+    assert "✅ stable_softmax: passed (8/8 cases)" in done.stdout and "AnswerWithheld" in done.stdout
+
+
+# ---------------------------------------------------------------------------------------------------
+# Slow: the brute-force search, the notebooks run unsolved, the assignment's student folder
+# ---------------------------------------------------------------------------------------------------
+
+def _probe(folder: Path, *extra: Path) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(folder), "MPLBACKEND": "Agg"}
+    done = subprocess.run([sys.executable, str(PROBE), *map(str, extra)], capture_output=True, text=True, env=env,
+                          cwd=folder, timeout=3000)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_no_callable_of_the_edition_computes_a_graded_result_except_through_pytorch(small_edition: Path) -> None:
+    report = _probe(small_edition)
+    assert not report["violations"], report["violations"]
+    assert not report["import_failures"], report["import_failures"]
+    assert report["exercises"] == len(course_exercises()) and report["tried"] > 100
+    wrapped = {w["exercise"] for w in report["wrappers"]}
+    assert {"stable_softmax", "scaled_dot_product_attention", "multi_head_attention"} <= wrapped
+
+
+@pytest.fixture(scope="module")
+def recorded_edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The class edition of notebooks 00-04, their lessons' calls recorded (runs each notebook once)."""
+    out = tmp_path_factory.mktemp("class") / "edition"
+    build_edition(out, [ROOT / "notebooks" / f"{n}.ipynb" for n in RUN_NOTEBOOKS])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RUN_NOTEBOOKS)
+def test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib(recorded_edition: Path, name: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from course_lib.exercises.execute import check_statuses, execute_notebook
+
+    monkeypatch.setenv("PYTHONPATH", str(recorded_edition))  # the kernel imports the edition's course_lib
+    nb = nbformat.read(recorded_edition / "notebooks" / f"{name}.ipynb", as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        f"import course_lib\nassert course_lib.__file__.startswith({str(recorded_edition)!r})"))
+    execute_notebook(nb, recorded_edition / "notebooks", timeout=900)
+    statuses = check_statuses(nb)
+    assert statuses and set(statuses.values()) == {"not implemented yet"}, statuses
+
+
+@pytest.mark.slow
+def test_the_recorded_edition_holds_no_answer_either(recorded_edition: Path) -> None:
+    _assert_no_answers(recorded_edition, course_exercises())
+    report = _probe(recorded_edition)
+    assert not report["violations"], report["violations"]
+
+
+@pytest.fixture(scope="module")
+def kv_student(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("kv") / "student"
+    build_student_folder(KV, out)
+    return out
+
+
+def _kv_exercises() -> list[Any]:
+    return registered_exercises("kv_cache")
+
+
+@pytest.mark.slow
+def test_the_assignments_student_folder_holds_no_reference_and_no_case_code(kv_student: Path) -> None:
+    assert sorted(p.name for p in kv_student.iterdir()) == ["kv_cache.ipynb", "kv_cache_checks.py",
+                                                            "kv_cache_reference.py", "manifest.json", "stored"]
+    _assert_no_answers(kv_student, _kv_exercises())
+
+
+@pytest.mark.slow
+def test_the_assignments_notebook_runs_unsolved_in_the_student_folder(small_edition: Path, kv_student: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from course_lib.exercises.execute import check_statuses, execute_notebook
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(kv_student), str(small_edition)]))
+    nb = nbformat.read(kv_student / "kv_cache.ipynb", as_version=4)
+    execute_notebook(nb, kv_student, timeout=900)
+    statuses = check_statuses(nb)
+    assert statuses and set(statuses.values()) == {"not implemented yet"}, statuses
+
+
+def test_the_sandbox_copy_holds_no_give_away_of_the_exercise_it_grades(tmp_path: Path) -> None:
+    from course_lib.exercises import get_exercise
+    from course_lib.grading.libcopy import build_library
+
+    course_exercises()
+    build_library(tmp_path, [get_exercise("sinusoidal_table").reference])
+    code = textwrap.dedent("""
+        import course_lib.positional as P
+        for name, args in (("sinusoidal_frequencies", (8,)), ("offset_matrix", (1, 8))):
+            try:
+                getattr(P, name)(*args)
+                print(name, "computes")
+            except Exception as err:
+                print(name, type(err).__name__)
+        try:
+            P.sinusoidal_table(4, 8)
+        except Exception as err:
+            print("sinusoidal_table", type(err).__name__)
+    """)
+    done = _in_edition(tmp_path, code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["sinusoidal_frequencies", "AnswerWithheld", "offset_matrix", "AnswerWithheld",
+                                   "sinusoidal_table", "ReferenceWithheld"]
+    _assert_no_answers(tmp_path, [get_exercise("sinusoidal_table")])
+
+
+@pytest.mark.slow
+def test_the_search_and_the_ast_comparison_find_answers_planted_in_a_copy(small_edition: Path, tmp_path: Path) -> None:
+    """The tests above can fail: the self-study modules put back into a copy of the edition are found."""
+    planted = tmp_path / "planted"
+    shutil.copytree(small_edition, planted)
+    for name in ("basics.py", "positional.py"):
+        shutil.copyfile(ROOT / "course_lib" / name, planted / "course_lib" / name)
+    with pytest.raises(AssertionError, match="graded part course_lib.basics.stable_softmax"):
+        _assert_no_answers(planted, course_exercises())
+    found = {(v["exercise"], v["callable"]) for v in _probe(planted)["violations"]}
+    assert {("stable_softmax", "course_lib.basics.stable_softmax"),
+            ("sinusoidal_table", "course_lib.positional.sinusoidal_table")} <= found
+
+
+def test_a_judged_exercise_is_judged_in_the_edition_by_its_shipped_judge(small_edition: Path) -> None:
+    """``mask_tokens`` is random: the edition ships its judge (not its mistakes) and judges the output."""
+    code = textwrap.dedent("""
+        import torch
+        from course_lib.checks import run_check
+        def mask_tokens(tokens, mask_id, vocab_size, special_ids, *args, **kwargs):
+            return tokens.clone(), torch.full_like(tokens, -100)  # selects nothing
+        print(run_check("mask_tokens", mask_tokens))
+    """)
+    done = _in_edition(small_edition, code)
+    assert done.returncode == 0, done.stderr
+    assert "failed" in done.stdout and "selected share" in done.stdout and "could not be judged" not in done.stdout
+
+
+@pytest.mark.slow
+def test_no_callable_of_the_student_folder_computes_an_assignments_result(small_edition: Path,
+                                                                          kv_student: Path) -> None:
+    report = _probe(small_edition, kv_student)
+    assert not report["violations"], report["violations"]
+    assert report["exercises"] == len(course_exercises()) + len(_kv_exercises())
