@@ -284,8 +284,14 @@ def _busy_while_training(page) -> list[str]:
     index = page.evaluate(f"() => {CURRENT}.content.model.cells.length")
     page.evaluate(f"() => {{ {CURRENT}.content.model.sharedModel.insertCell({index}, {{cell_type: 'code', "
                   f"source: {json.dumps(TRAINING)}}}); {CURRENT}.content.activeCellIndex = {index}; }}")
-    _run(page, "notebook:run-cell")
+    # the kernel's status messages during the cell, with the request each answers (reported on failure)
+    page.evaluate(f"() => {{ window.courseStatus = []; {CURRENT}.sessionContext.session.kernel.iopubMessage.connect("
+                  "(_, m) => { if (m.header.msg_type === 'status') window.courseStatus.push("
+                  "m.content.execution_state + ' (' + m.parent_header.msg_type + ') ' + Date.now()); }); }")
+    # started, not awaited: the command's promise settles only when the cell has run
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell'); }")
     samples: list[tuple[str, str]] = []
+    started = time.monotonic()
     deadline, shown = time.monotonic() + 120, None
     while time.monotonic() < deadline and (shown is None or time.monotonic() < shown + 4):
         outputs = page.evaluate(READ_CELLS)[index]["outputs"]
@@ -300,6 +306,9 @@ def _busy_while_training(page) -> list[str]:
                 f"{page.evaluate(READ_CELLS)[index]['outputs']!r}"]
     wrong = [sample for sample in samples if sample[0] != "busy" or "Busy" not in sample[1]]
     if wrong:
+        messages = page.evaluate("() => window.courseStatus")
         return [f"notebook 00: while the training cell ran, {len(wrong)} of {len(samples)} looks at the kernel "
-                f"status were not Busy, e.g. {wrong[0]}"]
+                f"status were not Busy, e.g. {wrong[0]}; status messages (state, request, ms): {messages}; "
+                f"bar first seen after {shown - started:.1f} s; the cell shows "
+                f"{page.locator('.jp-Notebook .jp-Cell').nth(index).inner_text()!r}"]
     return []
