@@ -22,7 +22,7 @@ from torch import nn
 
 from .bert import BERT, IGNORE_INDEX, mask_tokens, mlm_loss
 from .corpus import ByteBPE, random_windows
-from .docstrings import docstring_task, stdlib_docstrings
+from .docstrings import DocstringTask, docstring_task, stdlib_docstrings
 from .training import Prediction, TrainHistory, make_adamw, train
 
 __all__ = ["SPECIAL_TOKENS", "classification_inputs", "DocstringData", "labelled_subset", "mlm_batches",
@@ -88,9 +88,13 @@ class DocstringData:
         return [self.bpe.eot_id, *(self.bpe.token_id(t) for t in SPECIAL_TOKENS)]
 
     @classmethod
-    def build(cls, vocab_size: int = 1000, seq_len: int = 64) -> DocstringData:
-        """Read the standard library's docstrings, split them, train the tokeniser and encode everything."""
-        task = docstring_task(stdlib_docstrings())
+    def build(cls, vocab_size: int = 1000, seq_len: int = 64, task: DocstringTask | None = None) -> DocstringData:
+        """Read the standard library's docstrings, split them, train the tokeniser and encode everything.
+
+        ``task``: the split already made (``docstring_task(stdlib_docstrings())``, as notebook 11 shows it),
+        so that the library is not read a second time; None reads it here.
+        """
+        task = task if task is not None else docstring_task(stdlib_docstrings())
         bpe = ByteBPE.train(task.pretrain_texts, vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS)
         sep = bpe.token_id("[SEP]")
         ids: list[int] = []
