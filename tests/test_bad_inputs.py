@@ -323,3 +323,18 @@ def test_train_lm_names_a_bad_setting_before_training(kwargs: dict, message: str
     settings = {"steps": 2, "batch_size": 2, "seq_len": 4, "progress": False, **kwargs}
     with pytest.raises(ValueError, match=message):
         train_lm(_gpt(), torch.randint(0, 20, (50,)), **settings)
+
+
+def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
+    from course_lib.bert import BERT
+    from course_lib.pretraining import accuracy, fine_tune, labelled_subset
+
+    model = BERT(20, d_model=8, num_heads=2, num_layers=1, max_len=16, num_classes=3)
+    tokens = torch.randint(0, 20, (8, 10))
+    with pytest.raises(ValueError, match=r"fine_tune: labels must be class ids in \[0, 3\).*got ids from 5 to 5"):
+        fine_tune(model, tokens, torch.full((8,), 5), 2, progress=False)
+    for fn in (lambda t, y: fine_tune(model, t, y, 2, progress=False), lambda t, y: accuracy(model, t, y)):
+        with pytest.raises(ValueError, match=r"and labels \(batch,\), got \(8, 10\) and \(7,\)"):
+            fn(tokens, torch.zeros(7, dtype=torch.long))
+    with pytest.raises(ValueError, match="labelled_subset: per_class must be an int >= 1, got 0"):
+        labelled_subset(torch.tensor([0, 1, 0, 1]), 0, seed=0)
