@@ -19,7 +19,7 @@ from torch import nn
 from .corpus import random_windows, sequential_windows
 from .parallel import progress_bar
 from .training import make_adamw
-from .validation import check_positive_ints
+from .validation import check_positive_ints, validated_by
 
 __all__ = ["lm_loss", "LMHistory", "train_lm", "evaluate_perplexity"]
 
@@ -40,6 +40,7 @@ def _check_lm_loss_inputs(logits: torch.Tensor, tokens: torch.Tensor) -> None:
                          f"token has no next one), got shape {tuple(tokens.shape)}")
 
 
+@validated_by(_check_lm_loss_inputs)
 def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """The shifted language-model loss: mean cross-entropy of predicting ``tokens[:, t + 1]`` from
     ``logits[:, t]``, over every position ``t = 0 .. seq - 2``.
@@ -49,7 +50,6 @@ def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
     Shapes: ``logits`` (batch, seq, vocab) computed from ``tokens`` (batch, seq) -> a scalar.
     """
-    _check_lm_loss_inputs(logits, tokens)
     predictions = logits[:, :-1]  # (batch, seq - 1, vocab): every position but the last
     targets = tokens[:, 1:]  # (batch, seq - 1): the token after each
     return F.cross_entropy(predictions.reshape(-1, logits.shape[-1]), targets.reshape(-1))
