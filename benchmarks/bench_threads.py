@@ -8,7 +8,7 @@ Four loops, as the notebooks run them:
   readout, batch 64, Adam);
 - ``gpt``: one step of notebook 10's language model (byte-level BPE of 1024, d_model 128, 4 heads, 4 layers,
   GELU (tanh), no dropout, 16 windows of 128 tokens, AdamW), on random tokens: the larger kind of model for
-  which notebooks 07, 10 and 11 ask for two threads (``get_device(threads=2)``);
+  which notebooks 07, 10 and 11 measure whether to use one thread or two (``get_device(threads="measure")``);
 - ``gpt_dropout``: the same with dropout 0.1 (on the embeddings, the attention weights, the feed-forward
   hidden layer and both residual branches, as ``nn.TransformerEncoderLayer`` places it): what dropout's
   random numbers cost on a CPU, the reason notebook 10 trains without it.
@@ -16,9 +16,13 @@ Four loops, as the notebooks run them:
 ``--busy`` keeps one logical CPU busy with a spinning process while measuring (a machine shared with other
 work) and writes ``threads_busy.md``; without it the results go to ``threads.md``.
 
+One more configuration, ``probe``, starts by measuring the threads to use
+(``course_lib.runtime.measure_threads``, as ``get_device(threads="measure")`` in notebooks 07, 10 and 11)
+and trains with its choice; the table gives its choices and its step time against the best fixed count.
+
 Each configuration runs in a fresh interpreter with ``torch.set_num_threads(n)`` (as
 ``course_lib.runtime.configure_threads`` would set it), warms up, then times steps; configurations alternate
-(1, 2, all, 1, 2, all, ...) so that a change in the machine's load hits them alike. The median step time is
+(1, 2, all, probe, 1, 2, ...) so that a change in the machine's load hits them alike. The median step time is
 reported with the 1-minute load average and the CPU share busy before the run: on a shared machine the
 figures are an upper bound, and the point is the ratio between thread counts measured side by side.
 
@@ -52,8 +56,11 @@ import json, sys, time
 import torch
 import torch.nn.functional as F
 from torch import nn
-threads, loop, n_steps = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-torch.set_num_threads(threads)
+threads, loop, n_steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if threads == "probe":  # as a notebook starts: get_device(threads="measure")
+    from course_lib.runtime import measure_threads
+    threads = measure_threads().threads
+torch.set_num_threads(int(threads))
 torch.manual_seed(0)
 if loop == "vit":
     from course_lib.vit import VisionTransformer
@@ -102,16 +109,24 @@ for i in range(n_steps + 5):
     opt.step()
     if i >= 5:  # warm-up steps are not timed
         times.append(time.perf_counter() - start)
-print(json.dumps(times))
+print(json.dumps({"times": times, "threads": torch.get_num_threads()}))
 """
 
 
-def run(threads: int, loop: str, n_steps: int) -> list[float]:
+def run(threads: int | str, loop: str, n_steps: int) -> tuple[list[float], int]:
+    """Step times of one configuration in a fresh interpreter, and the threads it used (``"probe"``: the
+    count :func:`course_lib.runtime.measure_threads` chose at its start)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("OMP_NUM_THREADS", None)
+    env.pop("COURSE_THREADS", None)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(threads), loop, str(n_steps)], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=900, check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result["times"], result["threads"]
+
+
+def _label(n: int | str) -> str:
+    return "probe" if n == "probe" else f"{n} thread{'s' if n > 1 else ''}"
 
 
 def main() -> None:
@@ -120,21 +135,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--busy", action="store_true", help="keep one logical CPU busy while measuring")
+    parser.add_argument("--out", default=None, help="the results' file stem (default threads, threads_busy)")
     parser.add_argument("--loops", nargs="+", default=["vit", "toy", "gpt", "gpt_dropout"],
                         choices=["vit", "toy", "gpt", "gpt_dropout"])
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
     n_steps = args.steps or (10 if args.quick else 40)
     all_threads = os.cpu_count() or 1
-    counts = sorted({1, 2, all_threads})
+    counts: list[int | str] = [*sorted({1, 2, all_threads}), "probe"]
     busy = cpu_busy_share(1.0)
-    samples: dict[str, dict[int, list[float]]] = {loop: {n: [] for n in counts} for loop in args.loops}
+    samples: dict[str, dict[int | str, list[float]]] = {loop: {n: [] for n in counts} for loop in args.loops}
+    chosen: dict[str, list[int]] = {loop: [] for loop in args.loops}  # the probe's choice, per run
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     try:
         for _ in range(rounds):
             for loop in samples:
                 for n in counts:
-                    samples[loop][n] += run(n, loop, n_steps)
+                    times, used = run(n, loop, n_steps)
+                    samples[loop][n] += times
+                    if n == "probe":
+                        chosen[loop].append(used)
     finally:
         if spinner is not None:
             spinner.kill()
@@ -143,24 +163,31 @@ def main() -> None:
     note, info = load_note(busy), machine_info()
     if args.busy:  # the load was read before the spinning process started
         note = "Before the spinning process started: " + note[0].lower() + note[1:]
-    stem = "threads_busy" if args.busy else "threads"
+    stem = args.out or ("threads_busy" if args.busy else "threads")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(
-        {"median_ms": medians, "rounds": rounds, "steps": n_steps, "busy_share": busy, "spinner": args.busy,
-         "machine": info}, indent=1))
+        {"median_ms": medians, "probe_threads": chosen, "rounds": rounds, "steps": n_steps, "busy_share": busy,
+         "spinner": args.busy, "machine": info}, indent=1))
     condition = (" One logical CPU was kept busy by a spinning process during every measurement (`--busy`)."
                  if args.busy else "")
     lines = ["# CPU threads for the notebooks' training loops" + (", one CPU busy" if args.busy else ""), "",
              f"Median step time in ms ({rounds} round(s) x {n_steps} steps per configuration, each in a fresh "
              f"interpreter, configurations alternating).{condition}", "",
-             "| loop | " + " | ".join(f"{n} thread{'s' if n > 1 else ''}" for n in counts) + " |",
-             "|---|" + "---|" * len(counts)]
+             "| loop | " + " | ".join(_label(n) for n in counts) + " | probe chose | probe against the best "
+             "fixed count |", "|---|" + "---|" * (len(counts) + 2)]
     for loop, by in medians.items():
-        lines.append(f"| {loop} | " + " | ".join(f"{by[n]:.1f}" for n in counts) + " |")
-    lines += ["", note, "", markdown_machine(info), ""]
+        best = min(by[n] for n in counts if n != "probe")
+        lines.append(f"| {loop} | " + " | ".join(f"{by[n]:.1f}" for n in counts) + f" | "
+                     f"{', '.join(map(str, chosen[loop]))} | {by['probe'] / best:.2f}x |")
+    target = ("Target: the probe's step at most 1.10x one thread's." if args.busy else
+              "Target: the probe's step no slower than two threads' (today's default of notebooks 07, 10, 11).")
+    lines += ["", "`probe`: each run starts with `course_lib.runtime.measure_threads()` (what "
+              "`get_device(threads=\"measure\")` does) and trains with the count it chose. " + target, "",
+              note, "", markdown_machine(info), ""]
     (RESULTS / f"{stem}.md").write_text("\n".join(lines))
     for loop, by in medians.items():
-        print(f"RESULT {loop} step ms: " + ", ".join(f"{n} threads {by[n]:.1f}" for n in counts))
+        print(f"RESULT {loop} step ms: " + ", ".join(f"{_label(n)} {by[n]:.1f}" for n in counts)
+              + f"; probe chose {chosen[loop]}")
     print(f"RESULT load: {note}")
 
 

@@ -29,7 +29,7 @@ from torch import nn
 
 from .layers import Encoder
 from .positional import LearnedPositionalEmbedding
-from .validation import validated_by
+from .validation import check_positive_ints, validated_by
 
 __all__ = ["IGNORE_INDEX", "mask_tokens", "mlm_loss", "ClassificationHead", "BERT"]
 
@@ -51,6 +51,12 @@ def _check_mask_arguments(tokens: torch.Tensor, mask_id: int, vocab_size: int, s
             mask_prob + random_prob <= 1.0):
         raise ValueError(f"mask_tokens: need 0 <= select_prob <= 1 and mask_prob, random_prob >= 0 with "
                          f"mask_prob + random_prob <= 1, got {select_prob}, {mask_prob}, {random_prob}")
+    check_positive_ints("mask_tokens", minimum=2, vocab_size=vocab_size)
+    if tokens.numel():
+        low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one read back per batch
+        if low < 0 or high >= vocab_size:
+            raise ValueError(f"mask_tokens: tokens must hold ids in [0, vocab_size={vocab_size}), got ids from "
+                             f"{low} to {high}")
     if not 0 <= mask_id < vocab_size:
         raise ValueError(f"mask_tokens: mask_id must be in [0, vocab_size={vocab_size}), got {mask_id}")
     if any(int(i) < 0 for i in special_ids):
@@ -143,6 +149,7 @@ class ClassificationHead(nn.Module):
 
     def __init__(self, d_model: int, num_classes: int, dropout: float = 0.1) -> None:
         super().__init__()
+        check_positive_ints("ClassificationHead", d_model=d_model, num_classes=num_classes)
         self.pooler = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, num_classes)
@@ -179,8 +186,12 @@ class BERT(nn.Module):
                  d_ff: int | None = None, max_len: int = 128, dropout: float = 0.1, activation: str = "gelu",
                  layer_norm_eps: float = 1e-12, pad_id: int | None = None, num_classes: int = 0) -> None:
         super().__init__()
-        if vocab_size < 2 or num_classes < 0:
-            raise ValueError(f"BERT: vocab_size must be >= 2 and num_classes >= 0, got {vocab_size}, {num_classes}")
+        check_positive_ints("BERT", minimum=2, vocab_size=vocab_size)
+        check_positive_ints("BERT", d_model=d_model, num_heads=num_heads, num_layers=num_layers, max_len=max_len)
+        check_positive_ints("BERT", minimum=0, num_classes=num_classes)
+        if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int)
+                                   or not 0 <= pad_id < vocab_size):
+            raise ValueError(f"BERT: pad_id must be None or an id in [0, vocab_size={vocab_size}), got {pad_id!r}")
         self.vocab_size, self.d_model, self.max_len, self.pad_id = vocab_size, d_model, max_len, pad_id
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.positions = LearnedPositionalEmbedding(max_len, d_model, dropout)
@@ -206,9 +217,10 @@ class BERT(nn.Module):
         _check_ids("BERT", tokens)
         if not 1 <= tokens.shape[1] <= self.max_len:
             raise ValueError(f"BERT: tokens has seq={tokens.shape[1]}; it must be between 1 and max_len={self.max_len}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            raise ValueError(f"BERT: token ids must be in [0, {self.vocab_size}), got "
-                             f"[{int(tokens.min())}, {int(tokens.max())}]")
+        if tokens.numel():
+            low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one read back
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(f"BERT: token ids must be in [0, vocab_size={self.vocab_size}), got [{low}, {high}]")
 
     def padding_mask(self, tokens: torch.Tensor) -> torch.Tensor | None:
         """(batch, 1, 1, seq), True where a key may be attended to (not padding); ``None`` without ``pad_id``."""

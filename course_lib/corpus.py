@@ -35,6 +35,8 @@ from pathlib import Path
 
 import torch
 
+from .validation import check_positive_ints
+
 __all__ = [
     "PINNED_PYTHON", "PINNED_FINGERPRINT", "END_OF_TEXT", "TextCorpus", "is_validation_document",
     "drop_seen_paragraphs", "split_documents", "python_docs_corpus", "corpus_fingerprint", "load_text_file", "ByteBPE",
@@ -289,7 +291,8 @@ def _check_stream(stream: torch.Tensor, seq_len: int, fn: str) -> None:
     if not isinstance(stream, torch.Tensor) or stream.dim() != 1 or stream.dtype != torch.long:
         raise ValueError(f"{fn}: stream must be a 1-D torch.long tensor of token ids, got "
                          f"{getattr(stream, 'shape', type(stream).__name__)}")
-    if seq_len < 1 or stream.numel() < seq_len + 1:
+    check_positive_ints(fn, seq_len=seq_len)
+    if stream.numel() < seq_len + 1:
         raise ValueError(f"{fn}: seq_len={seq_len} needs a stream of at least seq_len + 1 tokens, "
                          f"got {stream.numel()}")
 

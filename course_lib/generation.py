@@ -31,7 +31,7 @@ import torch
 
 from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
 from .gpt import GPT
-from .validation import validated_by
+from .validation import check_positive_ints, validated_by
 
 __all__ = ["top_k_filter", "top_p_filter", "sample_next_token", "KVCache", "attend_with_cache", "cached_attention_step",
            "forward_with_cache", "generate"]
@@ -99,8 +99,9 @@ def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int
     _check_logits(logits, "sample_next_token")
     if logits.dim() != 2:
         raise ValueError(f"sample_next_token: logits must have shape (batch, vocab), got {tuple(logits.shape)}")
-    if temperature < 0:
-        raise ValueError(f"sample_next_token: temperature must be >= 0, got {temperature}")
+    if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not temperature >= 0:
+        raise ValueError(f"sample_next_token: temperature must be a number >= 0, got {temperature!r}")
+    _check_samplable(logits)
     if temperature == 0:
         return logits.argmax(dim=-1)
     logits = logits / temperature
@@ -110,6 +111,18 @@ def sample_next_token(logits: torch.Tensor, temperature: float = 1.0, top_k: int
         logits = top_p_filter(logits, top_p)
     probs = torch.softmax(logits, dim=-1)  # (batch, vocab)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _check_samplable(logits: torch.Tensor) -> None:
+    """Raise a ValueError naming the first row that holds NaN or +inf, or only -inf (nothing to sample):
+    softmax would turn it into NaN probabilities, which ``torch.multinomial`` reports without saying why."""
+    bad = logits.isnan() | (logits == float("inf"))  # (batch, vocab)
+    empty = (logits == float("-inf")).all(dim=-1)  # (batch,): every token ruled out
+    if bool(bad.any()) or bool(empty.any()):
+        row = int((bad.any(dim=-1) | empty).nonzero()[0, 0])
+        found = "NaN" if bool(logits[row].isnan().any()) else "+inf" if bool(bad[row].any()) else "only -inf"
+        raise ValueError(f"sample_next_token: logits must be finite (or -inf for ruled-out tokens) with at "
+                         f"least one finite value per row; row {row} holds {found}")
 
 
 @dataclass
@@ -125,6 +138,36 @@ class KVCache:
         return self.keys[0].shape[2] if self.keys else 0
 
 
+def _check_cache_inputs(q_new: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
+                        past_keys: torch.Tensor | None, past_values: torch.Tensor | None) -> None:
+    """Raise a ValueError naming the argument, the shape expected and the shape given."""
+    who = "attend_with_cache"
+    for name, x in (("q_new", q_new), ("k_new", k_new), ("v_new", v_new)):
+        if not isinstance(x, torch.Tensor) or x.dim() != 4:
+            raise ValueError(f"{who}: {name} must be a 4-D tensor (batch, heads, new, d_k), got "
+                             f"{tuple(getattr(x, 'shape', ())) or type(x).__name__}")
+    if k_new.shape != q_new.shape or v_new.shape[:3] != q_new.shape[:3]:
+        raise ValueError(f"{who}: q_new and k_new must have the same shape (batch, heads, new, d_k) and v_new "
+                         f"the same (batch, heads, new); got q_new {tuple(q_new.shape)}, k_new "
+                         f"{tuple(k_new.shape)}, v_new {tuple(v_new.shape)}")
+    if (past_keys is None) != (past_values is None):
+        raise ValueError(f"{who}: past_keys and past_values must both be None (first step) or both tensors, got "
+                         f"{type(past_keys).__name__} and {type(past_values).__name__}")
+    if past_keys is None:
+        return
+    batch, heads, _, d_k = k_new.shape
+    for name, past, new in (("past_keys", past_keys, k_new), ("past_values", past_values, v_new)):
+        if not isinstance(past, torch.Tensor) or past.dim() != 4 or past.shape[:2] != (batch, heads) \
+                or past.shape[3] != new.shape[3]:
+            raise ValueError(f"{who}: {name} must have shape (batch={batch}, heads={heads}, past, "
+                             f"{new.shape[3]}) to extend {tuple(new.shape)}, got "
+                             f"{tuple(getattr(past, 'shape', ())) or type(past).__name__}")
+    if past_keys.shape[2] != past_values.shape[2]:
+        raise ValueError(f"{who}: past_keys and past_values must hold the same number of positions, got "
+                         f"{past_keys.shape[2]} and {past_values.shape[2]}")
+
+
+@validated_by(_check_cache_inputs)
 def attend_with_cache(q_new: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
                       past_keys: torch.Tensor | None, past_values: torch.Tensor | None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -178,7 +221,14 @@ def forward_with_cache(model: GPT, tokens: torch.Tensor, cache: KVCache | None =
     ordinary forward (the prompt, "prefill"); then one token at a time."""
     if not isinstance(model, GPT):
         raise TypeError(f"forward_with_cache: model must be a course_lib.gpt.GPT, got {type(model).__name__}")
+    model._check_ids(tokens, "forward_with_cache")  # the check GPT.forward makes (ids inside the vocabulary)
+    if cache is not None and not isinstance(cache, KVCache):
+        raise TypeError(f"forward_with_cache: cache must be a KVCache or None, got {type(cache).__name__}")
     cache = cache if cache is not None else KVCache()
+    if cache.keys and (len(cache.keys) != len(model.blocks.layers) or cache.keys[0].shape[0] != tokens.shape[0]):
+        raise ValueError(f"forward_with_cache: cache holds {len(cache.keys)} layers for batch "
+                         f"{cache.keys[0].shape[0]}; the model has {len(model.blocks.layers)} layers and tokens "
+                         f"batch {tokens.shape[0]}")
     start = cache.length
     if start + tokens.shape[1] > model.max_len:
         raise ValueError(f"forward_with_cache: {start} cached + {tokens.shape[1]} new positions exceed "
@@ -205,8 +255,15 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, temperature:
     With ``use_cache`` each step feeds only the newest token (prompt + new tokens must fit in ``max_len``);
     without it each step reruns the model on the whole sequence (its last ``max_len`` tokens).
     """
-    if prompt.dim() != 2 or prompt.shape[1] < 1:
-        raise ValueError(f"generate: prompt must have shape (batch, prompt_len >= 1), got {tuple(prompt.shape)}")
+    if use_cache and not isinstance(model, GPT):
+        raise TypeError(f"generate: use_cache=True needs a course_lib.gpt.GPT (its layers are run one by one), "
+                        f"got {type(model).__name__}; pass use_cache=False for another model")
+    if isinstance(model, GPT):
+        model._check_ids(prompt, "generate")  # the prompt's ids, once: sampled ids are in range by construction
+    elif not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:
+        raise ValueError(f"generate: prompt must have shape (batch, prompt_len >= 1), got "
+                         f"{tuple(getattr(prompt, 'shape', ())) or type(prompt).__name__}")
+    check_positive_ints("generate", minimum=0, max_new_tokens=max_new_tokens)
     if use_cache and prompt.shape[1] + max_new_tokens > model.max_len:
         raise ValueError(f"generate: prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) exceed "
                          f"max_len={model.max_len}; use a shorter prompt or use_cache=False (a sliding window)")

@@ -27,6 +27,7 @@ from torch import nn
 from .layers import Encoder
 from .masking import causal_mask
 from .positional import LearnedPositionalEmbedding
+from .validation import check_positive_ints
 
 __all__ = ["GPT"]
 
@@ -54,8 +55,8 @@ class GPT(nn.Module):
                  d_ff: int | None = None, max_len: int = 256, dropout: float = 0.0,
                  activation: str = "gelu_tanh", layer_norm_eps: float = 1e-5, tie_weights: bool = True) -> None:
         super().__init__()
-        if vocab_size < 2:
-            raise ValueError(f"GPT: vocab_size must be >= 2, got {vocab_size}")
+        check_positive_ints("GPT", minimum=2, vocab_size=vocab_size)
+        check_positive_ints("GPT", d_model=d_model, num_heads=num_heads, num_layers=num_layers, max_len=max_len)
         self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
         self.num_heads, self.num_layers = num_heads, num_layers
         self.token_embedding = nn.Embedding(vocab_size, d_model)
@@ -79,16 +80,27 @@ class GPT(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(param)
 
+    def _check_ids(self, tokens: torch.Tensor, who: str = "GPT") -> None:
+        """Raise a ValueError unless ``tokens`` is an integer (batch, seq) tensor of ids in ``[0, vocab_size)``
+        with seq >= 1; ``who`` names the caller in the message (the cached path has its own length rule)."""
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() \
+                or tokens.dtype == torch.bool:
+            raise ValueError(f"{who}: tokens must be an integer tensor of shape (batch, seq), got "
+                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} "
+                             f"{tuple(getattr(tokens, 'shape', ()))}")
+        if tokens.shape[1] < 1:
+            raise ValueError(f"{who}: tokens must hold at least one position, got shape {tuple(tokens.shape)}")
+        if tokens.numel():
+            low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one read back
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(f"{who}: token ids must be in [0, vocab_size={self.vocab_size}), got "
+                                 f"[{low}, {high}]")
+
     def _check_tokens(self, tokens: torch.Tensor) -> None:
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point():
-            raise ValueError(f"GPT: tokens must be an integer tensor of shape (batch, seq), got "
-                             f"{getattr(tokens, 'shape', type(tokens).__name__)}")
-        if not 1 <= tokens.shape[1] <= self.max_len:
+        self._check_ids(tokens)
+        if tokens.shape[1] > self.max_len:
             raise ValueError(f"GPT: tokens has seq={tokens.shape[1]}; it must be between 1 and "
                              f"max_len={self.max_len}")
-        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.vocab_size):
-            raise ValueError(f"GPT: token ids must be in [0, {self.vocab_size}), got "
-                             f"[{int(tokens.min())}, {int(tokens.max())}]")
 
     def embed(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token embedding plus the learned positions ``start .. start + seq - 1``: (batch, seq, d_model)."""

@@ -19,10 +19,28 @@ from torch import nn
 from .corpus import random_windows, sequential_windows
 from .parallel import progress_bar
 from .training import make_adamw
+from .validation import check_positive_ints, validated_by
 
 __all__ = ["lm_loss", "LMHistory", "train_lm", "evaluate_perplexity"]
 
 
+def _check_lm_loss_inputs(logits: torch.Tensor, tokens: torch.Tensor) -> None:
+    """Raise a ValueError naming the argument, the shape or dtype expected and the one given."""
+    for name, x in (("logits", logits), ("tokens", tokens)):
+        if not isinstance(x, torch.Tensor):
+            raise ValueError(f"lm_loss: {name} must be a torch.Tensor, got {type(x).__name__}")
+    if logits.dim() != 3 or tokens.shape != logits.shape[:2]:
+        raise ValueError(f"lm_loss: logits must be (batch, seq, vocab) and tokens (batch, seq), got "
+                         f"{tuple(logits.shape)} and {tuple(tokens.shape)}")
+    if not logits.is_floating_point() or tokens.is_floating_point() or tokens.dtype == torch.bool:
+        raise ValueError(f"lm_loss: logits must be floating point and tokens integer ids, got "
+                         f"{logits.dtype} and {tokens.dtype}")
+    if tokens.shape[1] < 2:
+        raise ValueError(f"lm_loss: tokens must have seq >= 2 (position t is scored on token t + 1; a single "
+                         f"token has no next one), got shape {tuple(tokens.shape)}")
+
+
+@validated_by(_check_lm_loss_inputs)
 def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """The shifted language-model loss: mean cross-entropy of predicting ``tokens[:, t + 1]`` from
     ``logits[:, t]``, over every position ``t = 0 .. seq - 2``.
@@ -32,9 +50,6 @@ def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
     Shapes: ``logits`` (batch, seq, vocab) computed from ``tokens`` (batch, seq) -> a scalar.
     """
-    if logits.dim() != 3 or tokens.shape != logits.shape[:2]:
-        raise ValueError(f"lm_loss: logits must be (batch, seq, vocab) and tokens (batch, seq), got "
-                         f"{tuple(logits.shape)} and {tuple(tokens.shape)}")
     predictions = logits[:, :-1]  # (batch, seq - 1, vocab): every position but the last
     targets = tokens[:, 1:]  # (batch, seq - 1): the token after each
     return F.cross_entropy(predictions.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -61,6 +76,12 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
     generator seeded with ``seed``. ``max_seconds`` stops early (for benchmarks with a time budget);
     ``eval_every`` > 0 records the validation perplexity on ``valid_stream`` along the way.
     """
+    check_positive_ints("train_lm", steps=steps, batch_size=batch_size, seq_len=seq_len)
+    check_positive_ints("train_lm", minimum=0, warmup=warmup, eval_every=eval_every)
+    if not lr > 0:
+        raise ValueError(f"train_lm: lr must be > 0, got {lr!r}")
+    if eval_every and valid_stream is None:
+        raise ValueError(f"train_lm: eval_every={eval_every} needs a valid_stream to evaluate on, got None")
     optimizer = make_adamw(model, lr, weight_decay, betas=(0.9, 0.95))
 
     def schedule(step: int) -> float:
@@ -108,6 +129,7 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
 def evaluate_perplexity(model: nn.Module, stream: torch.Tensor, seq_len: int = 128, batch_size: int = 64) -> float:
     """exp(mean cross-entropy) over the stream cut into consecutive windows (:func:`sequential_windows`):
     every token after the first is predicted once, from the tokens before it in its window."""
+    check_positive_ints("evaluate_perplexity", seq_len=seq_len, batch_size=batch_size)
     model.eval()
     windows = sequential_windows(stream, seq_len)  # (num_windows, seq_len + 1)
     device = next(model.parameters()).device

@@ -22,7 +22,22 @@ from collections import Counter
 
 import torch
 
+from .validation import check_positive_ints
+
 __all__ = ["KneserNeyLM"]
+
+
+def _token_ids(stream: torch.Tensor, vocab_size: int, fn: str, name: str) -> list[int]:
+    """The ids of a 1-D integer tensor as a list, after checking each lies in ``[0, vocab_size)``."""
+    if not isinstance(stream, torch.Tensor) or stream.dim() != 1 or stream.is_floating_point() \
+            or stream.is_complex() or stream.dtype == torch.bool:
+        raise ValueError(f"{fn}: {name} must be a 1-D integer tensor of token ids, got "
+                         f"{getattr(stream, 'dtype', type(stream).__name__)} of shape "
+                         f"{tuple(getattr(stream, 'shape', ()))}")
+    if stream.numel() and (int(stream.min()) < 0 or int(stream.max()) >= vocab_size):
+        raise ValueError(f"{fn}: {name} must hold ids in [0, vocab_size={vocab_size}), got ids from "
+                         f"{int(stream.min())} to {int(stream.max())}")
+    return stream.tolist()
 
 
 class KneserNeyLM:
@@ -42,7 +57,10 @@ class KneserNeyLM:
             raise ValueError(f"KneserNeyLM: order must be an integer >= 1, got {order!r}")
         if not 0.0 < discount < 1.0:
             raise ValueError(f"KneserNeyLM: discount must be in (0, 1), got {discount}")
-        ids = [int(t) for t in stream]
+        check_positive_ints("KneserNeyLM", vocab_size=vocab_size)
+        ids = _token_ids(stream, vocab_size, "KneserNeyLM", "stream")
+        if not ids:
+            raise ValueError("KneserNeyLM: stream must hold at least one token to count, got an empty stream")
         self.vocab_size, self.order, self.discount = vocab_size, order, discount
         # counts[k]: k-gram -> count (raw at the highest order, continuation below it), k = 1 .. order
         self.counts: dict[int, Counter] = {order: Counter(zip(*(ids[i:] for i in range(order)), strict=False))}
@@ -79,13 +97,23 @@ class KneserNeyLM:
 
     def prob(self, context: tuple[int, ...], w: int) -> float:
         """P(w | the last ``order - 1`` tokens of ``context``); shorter contexts use the lower orders."""
+        ids = [*context, w]
+        outside = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.vocab_size]
+        if outside:
+            raise ValueError(f"KneserNeyLM.prob: context and w must be int ids in [0, {self.vocab_size}), "
+                             f"got {outside[0]!r}")
         context = tuple(context)[-(self.order - 1):] if self.order > 1 else ()
         return self._p(context, w)
 
     def perplexity(self, stream: torch.Tensor, targets: torch.Tensor | None = None) -> float:
         """exp(mean negative log-probability) of the tokens of ``stream`` after its first, each given the
         tokens before it; or only of the positions where the boolean ``targets`` (same shape) is True."""
-        ids = [int(t) for t in stream]
+        ids = _token_ids(stream, self.vocab_size, "KneserNeyLM.perplexity", "stream")
+        if targets is not None and (not isinstance(targets, torch.Tensor) or targets.dtype != torch.bool
+                                    or targets.shape != stream.shape):
+            raise ValueError(f"KneserNeyLM.perplexity: targets must be a bool tensor of the stream's shape "
+                             f"{tuple(stream.shape)}, got {getattr(targets, 'dtype', type(targets).__name__)} "
+                             f"{tuple(getattr(targets, 'shape', ()))}")
         chosen = range(1, len(ids)) if targets is None else [i for i in range(1, len(ids)) if bool(targets[i])]
         nll = [-math.log(self.prob(tuple(ids[max(0, i - self.order + 1):i]), ids[i])) for i in chosen]
         if not nll:

@@ -22,8 +22,9 @@ from torch import nn
 
 from .bert import BERT, IGNORE_INDEX, mask_tokens, mlm_loss
 from .corpus import ByteBPE, random_windows
-from .docstrings import docstring_task, stdlib_docstrings
+from .docstrings import DocstringTask, docstring_task, stdlib_docstrings
 from .training import Prediction, TrainHistory, make_adamw, train
+from .validation import check_positive_ints
 
 __all__ = ["SPECIAL_TOKENS", "classification_inputs", "DocstringData", "labelled_subset", "mlm_batches",
            "mlm_step", "fine_tuning_step", "pretrain_mlm", "fine_tune", "accuracy"]
@@ -88,9 +89,13 @@ class DocstringData:
         return [self.bpe.eot_id, *(self.bpe.token_id(t) for t in SPECIAL_TOKENS)]
 
     @classmethod
-    def build(cls, vocab_size: int = 1000, seq_len: int = 64) -> DocstringData:
-        """Read the standard library's docstrings, split them, train the tokeniser and encode everything."""
-        task = docstring_task(stdlib_docstrings())
+    def build(cls, vocab_size: int = 1000, seq_len: int = 64, task: DocstringTask | None = None) -> DocstringData:
+        """Read the standard library's docstrings, split them, train the tokeniser and encode everything.
+
+        ``task``: the split already made (``docstring_task(stdlib_docstrings())``, as notebook 11 shows it),
+        so that the library is not read a second time; None reads it here.
+        """
+        task = task if task is not None else docstring_task(stdlib_docstrings())
         bpe = ByteBPE.train(task.pretrain_texts, vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS)
         sep = bpe.token_id("[SEP]")
         ids: list[int] = []
@@ -103,11 +108,28 @@ class DocstringData:
                                                                          pad_id), torch.tensor(task.valid_labels))
 
 
+def _check_labelled(fn: str, model: BERT, tokens: torch.Tensor, labels: torch.Tensor) -> None:
+    """Raise a ValueError unless ``tokens`` is (batch, seq) of ids and ``labels`` (batch,) of class ids that
+    ``model``'s classifier has (checked once per call, before any step: no read-back inside the loop)."""
+    if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or not isinstance(labels, torch.Tensor) \
+            or labels.shape != tokens.shape[:1]:
+        raise ValueError(f"{fn}: tokens must be (batch, seq) and labels (batch,), got "
+                         f"{tuple(getattr(tokens, 'shape', ()))} and {tuple(getattr(labels, 'shape', ()))}")
+    head = getattr(model, "head", None)
+    if head is not None and labels.numel():
+        classes = head.classifier.out_features
+        low, high = (int(v) for v in torch.aminmax(labels))
+        if low < 0 or high >= classes:
+            raise ValueError(f"{fn}: labels must be class ids in [0, {classes}) (the model's num_classes), got "
+                             f"ids from {low} to {high}")
+
+
 def labelled_subset(labels: torch.Tensor, per_class: int, seed: int) -> torch.Tensor:
     """Indices of ``per_class`` examples of every class, drawn without replacement with ``seed``: (num,).
 
     The small labelled budget of a fine-tuning experiment: the same indices for every model compared.
     """
+    check_positive_ints("labelled_subset", per_class=per_class)
     gen = torch.Generator().manual_seed(seed)
     chosen = []
     for c in torch.unique(labels).tolist():
@@ -186,6 +208,7 @@ def fine_tune(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, steps: in
 
     Batches are drawn in a shuffled order seeded with ``seed``; the loss is the cross-entropy.
     """
+    _check_labelled("fine_tune", model, tokens, labels)
     device = next(model.parameters()).device
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(tokens, labels), batch_size=batch_size,
                                          shuffle=True, generator=torch.Generator().manual_seed(seed))
@@ -198,6 +221,7 @@ def fine_tune(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, steps: in
 @torch.no_grad()
 def accuracy(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, batch_size: int = 256) -> float:
     """The fraction of ``tokens`` rows whose most probable class is their label (model in eval mode)."""
+    _check_labelled("accuracy", model, tokens, labels)
     model.eval()
     device = next(model.parameters()).device
     right = sum(int((model.classify(x.to(device)).argmax(-1) == y.to(device)).sum())

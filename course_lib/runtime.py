@@ -10,8 +10,11 @@ On the CPU, :func:`get_device` also sets PyTorch's number of threads, once (see 
 one thread by default, because most of the course's models are small, and on a 2-core machine shared with
 other work two threads fighting over small matrices made a training step 17-21x slower than one thread
 (``benchmarks/results/threads.md``). The notebooks whose models are large enough to gain from a second core
-on an idle machine (07, 10, 11: 1.2-1.7x faster) ask for two with ``get_device(threads=2)``.
-``COURSE_THREADS=1`` (or ``2``, ``all``) in the environment overrides every notebook's choice.
+on an idle machine (07, 10, 11: 1.2-1.7x faster) measure instead, with ``get_device(threads="measure")`` at
+start and :func:`choose_threads` before each long cell: with a core busy with other work, two threads were
+2x slower than one for the same models (``threads_busy.md``), so a probe of a few milliseconds
+(:func:`measure_threads`) picks 1 or 2 and one printed line says which.
+``COURSE_THREADS=1`` (or ``2``, ``all``) in the environment overrides every notebook's choice and the probe.
 
 ``SMOKE`` is True only when the environment variable ``COURSE_SMOKE=1`` is set. The test suite sets it
 when it executes notebooks a second and third time (student and solved versions) to test the exercise
@@ -21,13 +24,19 @@ default (``SMOKE`` False).
 
 from __future__ import annotations
 
+import math
 import os
 import random
+import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-__all__ = ["get_device", "set_seed", "SMOKE", "steps", "configure_threads", "DEFAULT_THREADS"]
+from .validation import check_positive_ints
+
+__all__ = ["get_device", "set_seed", "SMOKE", "steps", "configure_threads", "DEFAULT_THREADS", "choose_threads",
+           "measure_threads"]
 
 SMOKE: bool = os.environ.get("COURSE_SMOKE", "") == "1"
 DEFAULT_THREADS = 1
@@ -71,15 +80,124 @@ def configure_threads(threads: int | str | None = None, *, default: int = DEFAUL
     return value
 
 
-def get_device(prefer: str | None = None, threads: int | None = None) -> torch.device:
+@dataclass(frozen=True)
+class ThreadMeasurement:
+    """What :func:`measure_threads` saw: the threads to use and why, in one line."""
+
+    threads: int
+    busy_elsewhere: float | None  # other processes' runnable threads, on average (None: not Linux)
+    speedup: float | None  # a small matmul's time with one thread over its time with two (None: not timed)
+
+    def __str__(self) -> str:
+        others = "" if self.busy_elsewhere is None else f"{self.busy_elsewhere:.1f} CPUs busy with other work"
+        if self.speedup is None:
+            return f"{others}: no CPU free for a second thread"
+        return f"{others}{', ' if others else ''}2 threads {self.speedup:.2f}x as fast as 1 on a small matmul"
+
+
+def _runnable_elsewhere() -> float | None:
+    """Threads of other processes that are running or waiting for a CPU now (/proc/loadavg's 4th field, less
+    this process's own), or None where that file is missing."""
+    try:
+        with open("/proc/loadavg") as loadavg:
+            running = int(loadavg.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - 1)
+
+
+def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, give_up: float = math.inf) -> float:
+    """The median time of ``a @ a`` with ``threads`` threads, after one untimed run (a new thread count
+    restarts PyTorch's thread pool); the median, because a single lucky run says little. A run slower than
+    ``give_up`` seconds ends the measurement at once with that time (on a busy machine two threads can be
+    hundreds of times slower, and the answer is already clear)."""
+    torch.set_num_threads(threads)
+    torch.mm(a, a)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, a)
+        times.append(time.perf_counter() - start)
+        if times[-1] > give_up:
+            return times[-1]
+    return sorted(times)[len(times) // 2]
+
+
+def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
+    """Measure whether a second CPU thread helps now: 1 or 2 threads, in a few milliseconds (about 5-15 ms
+    on an idle 2-core machine; a two-thread run slower than twice the one-thread median ends the probe).
+
+    Two signals: a (``size`` x ``size``) matmul timed with 1 then 2 threads then 1 again (two threads wait
+    for each other at every operation, so with a core taken by other work a second thread is slower, not
+    faster), and on Linux how many threads of other processes are running or waiting for a CPU, sampled
+    during the probe (``/proc/loadavg``). Two threads are chosen only when the matmul is at least 1.3x
+    faster with them and, where known, more than 1.5 CPUs are free of other work on average; otherwise
+    one (``benchmarks/results/threads*.md``: on a 2-core machine with one core busy two threads were 2-15x
+    slower than one; on an idle one 1.2-1.7x faster for the models of notebooks 07, 10 and 11). The
+    thread count in effect before the call is restored.
+
+    Example:
+        >>> measure_threads().threads in (1, 2)
+        True
+    """
+    if (os.cpu_count() or 1) < 2:
+        return ThreadMeasurement(1, None, None)
+    samples = [_runnable_elsewhere()]
+    if samples[0] is not None and samples[0] >= (os.cpu_count() or 1):  # every CPU taken: no need to time
+        return ThreadMeasurement(1, float(samples[0]), None)
+    saved = torch.get_num_threads()
+    a = torch.randn(size, size)
+    try:
+        one = _matmul_seconds(1, a, repeats)
+        samples.append(_runnable_elsewhere())
+        two = _matmul_seconds(2, a, repeats, give_up=2 * one)
+        samples.append(_runnable_elsewhere())
+        if two < one:  # before and after: a change of load during the probe hits both
+            one = min(one, _matmul_seconds(1, a, repeats))
+    finally:
+        torch.set_num_threads(saved)
+    samples.append(_runnable_elsewhere())
+    known = [n for n in samples if n is not None]
+    busy_elsewhere = sum(known) / len(known) if known else None
+    speedup = one / two
+    free = None if busy_elsewhere is None else (os.cpu_count() or 1) - busy_elsewhere
+    threads = 2 if speedup >= 1.3 and (free is None or free > 1.5) else 1
+    return ThreadMeasurement(threads, busy_elsewhere, speedup)
+
+
+def choose_threads(max_threads: int = 2, announce: bool = True) -> int:
+    """Set PyTorch's CPU threads for what follows, by measurement (:func:`measure_threads`); return the count.
+
+    Called at the start of the notebooks whose models gain from a second core on an idle machine (07, 10,
+    11, through ``get_device(threads="measure")``) and again before each of their long cells, because the
+    load of a shared machine changes. ``COURSE_THREADS`` (``1``, ``2``, ``all``) overrides the measurement.
+    ``announce`` prints one line: the choice and what was measured.
+    """
+    check_positive_ints("choose_threads", max_threads=max_threads)
+    chosen = os.environ.get("COURSE_THREADS")
+    if chosen:
+        value = configure_threads(chosen)
+        reason = f"COURSE_THREADS={chosen}"
+    elif max_threads < 2:
+        value, reason = configure_threads(1), f"max_threads={max_threads}"
+    else:
+        measured = measure_threads()
+        value, reason = configure_threads(measured.threads), f"measured: {measured}"
+    if announce:
+        print(f"using {value} CPU thread{'s' if value > 1 else ''} ({reason})")
+    return value
+
+
+def get_device(prefer: str | None = None, threads: int | str | None = None) -> torch.device:
     """Return the best available device: CUDA, then Apple MPS, then CPU (threads set on first use, see above).
 
     Args:
         prefer: force a device by name (``"cpu"``, ``"cuda"``, ``"mps"``); the environment variable
             ``COURSE_DEVICE`` does the same without editing a notebook.
         threads: this notebook's number of CPU threads when ``COURSE_THREADS`` is not set (default
-            :data:`DEFAULT_THREADS`, capped at the number of logical CPUs). Given, it is applied even if an
-            earlier call already set the threads.
+            :data:`DEFAULT_THREADS`, capped at the number of logical CPUs), or ``"measure"``: 1 or 2 as
+            :func:`choose_threads` measures them now (announced in one line). Given, it is applied even if
+            an earlier call already set the threads.
 
     Example:
         >>> get_device("cpu")
@@ -97,7 +215,10 @@ def get_device(prefer: str | None = None, threads: int | None = None) -> torch.d
     global _threads_configured
     if device.type == "cpu" and (threads is not None or not _threads_configured):
         # once, unless asked: a later torch.set_num_threads(n) in a notebook stays
-        configure_threads(default=threads if threads is not None else DEFAULT_THREADS)
+        if threads == "measure":
+            choose_threads()
+        else:
+            configure_threads(default=threads if threads is not None else DEFAULT_THREADS)
         _threads_configured = True
     return device
 

@@ -51,15 +51,19 @@ def _check_additive_inputs(query: torch.Tensor, keys: torch.Tensor, values: torc
         if not isinstance(x, torch.Tensor) or x.dim() != dims:
             raise ValueError(f"additive_attention: {name} must be a {dims}-D tensor, got shape {_shape(x)}")
     batch, seq_q, d_q = query.shape
-    d_att = v.shape[0]
     if keys.shape[0] != batch or values.shape[:2] != keys.shape[:2]:
         raise ValueError(f"additive_attention: keys (batch={batch}, seq_k, d_k) and values (batch, seq_k, d_v) "
                          f"must share batch and seq_k, got keys {_shape(keys)}, values {_shape(values)}")
-    if w_q.shape != (d_att, d_q):
-        raise ValueError(f"additive_attention: w_q must have shape (d_att={d_att}, d_q={d_q}), got {_shape(w_q)}")
+    # d_att is read off w_q, the first weight: each later argument is checked against the ones before it
+    if w_q.shape[1] != d_q:
+        raise ValueError(f"additive_attention: w_q must have shape (d_att, d_q={d_q}), got {_shape(w_q)}")
+    d_att = w_q.shape[0]
     if w_k.shape != (d_att, keys.shape[-1]):
-        raise ValueError(f"additive_attention: w_k must have shape (d_att={d_att}, d_k={keys.shape[-1]}), "
-                         f"got {_shape(w_k)}")
+        raise ValueError(f"additive_attention: w_k must have shape (d_att={d_att}, d_k={keys.shape[-1]}) like "
+                         f"w_q {_shape(w_q)}, got {_shape(w_k)}")
+    if v.shape != (d_att,):
+        raise ValueError(f"additive_attention: v must have shape (d_att={d_att},) like w_q {_shape(w_q)}, "
+                         f"got {_shape(v)}")
     if mask is not None:
         target = (batch, seq_q, keys.shape[1])
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:

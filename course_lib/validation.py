@@ -23,7 +23,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["validated_by"]
+__all__ = ["validated_by", "check_positive_ints"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,3 +50,19 @@ def validated_by(check: Callable[..., None]) -> Callable[[F], F]:
         return checked  # type: ignore[return-value]
 
     return decorate
+
+
+def check_positive_ints(fn: str, minimum: int = 1, **values: object) -> None:
+    """Raise a ValueError unless every value is an int (not a bool) >= ``minimum``, naming the first that is not.
+
+    ``fn`` is the public name the message starts with, so a learner sees which call and which argument.
+
+    Example:
+        >>> check_positive_ints("train_lm", steps=10, batch_size=0)
+        Traceback (most recent call last):
+        ...
+        ValueError: train_lm: batch_size must be an int >= 1, got 0
+    """
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{fn}: {name} must be an int >= {minimum}, got {value!r}")

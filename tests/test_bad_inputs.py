@@ -155,3 +155,186 @@ def test_causal_mask_with_a_cache_offset_is_unambiguous() -> None:
     assert torch.equal(weights == 0, ~chunk.expand(2, 2, 5))
     with pytest.raises(ValueError, match="ambiguous"):
         scaled_dot_product_attention(q, k, k, mask=torch.tensor([[True, True, False, True, False]] * 2))
+
+
+# Issue 33: bad inputs to the API of notebooks 09-12 that were silent or cryptic.
+
+def _gpt(vocab_size: int = 20, max_len: int = 16):
+    from course_lib.gpt import GPT
+
+    torch.manual_seed(0)
+    return GPT(vocab_size, d_model=8, num_heads=2, num_layers=1, max_len=max_len).eval()
+
+
+def test_lm_loss_on_one_token_sequences_is_refused_not_nan() -> None:
+    from course_lib.lm import lm_loss
+
+    with pytest.raises(ValueError, match=r"lm_loss: tokens must have seq >= 2.*got shape \(3, 1\)"):
+        lm_loss(torch.randn(3, 1, 5), torch.zeros(3, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"lm_loss: logits must be floating point and tokens integer ids, got "
+                                         r"torch.float32 and torch.float32"):
+        lm_loss(torch.randn(3, 4, 5), torch.zeros(3, 4))
+
+
+@pytest.mark.parametrize(("stream", "message"), [
+    (torch.tensor([0, 1, 5, 2]), r"stream must hold ids in \[0, vocab_size=4\), got ids from 0 to 5"),
+    (torch.tensor([0, -1, 2]), r"ids in \[0, vocab_size=4\), got ids from -1 to 2"),
+    (torch.tensor([], dtype=torch.long), "at least one token to count, got an empty stream"),
+    (torch.tensor([0.0, 1.0, 2.0]), r"1-D integer tensor of token ids, got torch.float32 of shape \(3,\)"),
+    (torch.tensor([[0, 1], [2, 3]]), r"1-D integer tensor.*shape \(2, 2\)"),
+])
+def test_kneser_ney_refuses_a_stream_it_cannot_count(stream: torch.Tensor, message: str) -> None:
+    from course_lib.ngram import KneserNeyLM
+
+    with pytest.raises(ValueError, match=message):
+        KneserNeyLM(stream, vocab_size=4, order=3)
+
+
+def test_kneser_ney_refuses_ids_outside_the_vocabulary_when_scoring() -> None:
+    from course_lib.ngram import KneserNeyLM
+
+    lm = KneserNeyLM(torch.tensor([0, 1, 2, 0, 1, 2]), vocab_size=4, order=2)
+    with pytest.raises(ValueError, match=r"y: stream must hold ids in \[0, vocab_size=4\), got ids from 0 to 9"):
+        lm.perplexity(torch.tensor([0, 1, 9]))
+    with pytest.raises(ValueError, match=r"prob: context and w must be int ids in \[0, 4\), got 4"):
+        lm.prob((0,), 4)
+    with pytest.raises(ValueError, match=r"targets must be a bool tensor of the stream's shape \(3,\)"):
+        lm.perplexity(torch.tensor([0, 1, 2]), targets=torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match="vocab_size must be an int >= 1, got 0"):
+        KneserNeyLM(torch.tensor([0, 1]), vocab_size=0)
+
+
+def test_generate_refuses_a_negative_number_of_new_tokens() -> None:
+    from course_lib.generation import generate
+
+    model, prompt = _gpt(), torch.tensor([[1, 2, 3]])
+    for use_cache in (True, False):
+        with pytest.raises(ValueError, match="generate: max_new_tokens must be an int >= 0, got -1"):
+            generate(model, prompt, max_new_tokens=-1, use_cache=use_cache)
+    assert torch.equal(generate(model, prompt, max_new_tokens=0), prompt)  # zero: the prompt, as asked
+
+
+def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
+    from course_lib.generation import forward_with_cache, generate
+
+    model = _gpt(vocab_size=20)
+    bad = torch.tensor([[1, 25, 3]])
+    with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
+        model(bad)
+    with pytest.raises(ValueError, match=r"_cache: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
+        forward_with_cache(model, bad)
+    for use_cache in (True, False):
+        with pytest.raises(ValueError, match=r"generate: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
+            generate(model, bad, max_new_tokens=2, use_cache=use_cache)
+    with pytest.raises(ValueError, match=r"generate: tokens must be an integer tensor of shape \(batch, seq\), "
+                                         r"got torch.float32 \(1, 3\)"):
+        generate(model, bad.float(), max_new_tokens=2)
+    _, cache = forward_with_cache(model, torch.tensor([[1, 2], [3, 4]]))
+    with pytest.raises(ValueError, match="cache holds 1 layers for batch 2.*tokens batch 3"):
+        forward_with_cache(model, torch.tensor([[1], [2], [3]]), cache)
+
+
+def test_attend_with_cache_names_the_mismatched_argument() -> None:
+    from course_lib.generation import attend_with_cache
+
+    q = k = v = torch.randn(2, 4, 1, 8)  # (batch, heads, new, d_k)
+    past = torch.randn(2, 4, 5, 8)
+    with pytest.raises(ValueError, match=r"past_keys must have shape \(batch=2, heads=4, past, 8\).*\(2, 3, 5, 8\)"):
+        attend_with_cache(q, k, v, torch.randn(2, 3, 5, 8), past)
+    with pytest.raises(ValueError, match=r"past_values must have shape .*got \(2, 4, 5, 6\)"):
+        attend_with_cache(q, k, v, past, torch.randn(2, 4, 5, 6))
+    with pytest.raises(ValueError, match="must hold the same number of positions, got 5 and 4"):
+        attend_with_cache(q, k, v, past, torch.randn(2, 4, 4, 8))
+    with pytest.raises(ValueError, match="must both be None .* got Tensor and NoneType"):
+        attend_with_cache(q, k, v, past, None)
+    with pytest.raises(ValueError, match=r"q_new and k_new must have the same shape.*k_new \(2, 4, 1, 6\)"):
+        attend_with_cache(q, torch.randn(2, 4, 1, 6), v, None, None)
+    with pytest.raises(ValueError, match=r"k_new must be a 4-D tensor \(batch, heads, new, d_k\), got \(2, 1, 8\)"):
+        attend_with_cache(q, torch.randn(2, 1, 8), v, None, None)
+
+
+@pytest.mark.parametrize(("poison", "found"), [(float("nan"), "NaN"), (float("inf"), r"\+inf")])
+def test_sample_next_token_names_nan_and_inf_logits(poison: float, found: str) -> None:
+    from course_lib.generation import sample_next_token
+
+    logits = torch.randn(3, 5)
+    logits[1, 2] = poison
+    for temperature in (0.0, 1.0):
+        with pytest.raises(ValueError, match=f"sample_next_token: logits must be finite.*row 1 holds {found}"):
+            sample_next_token(logits, temperature=temperature)
+    with pytest.raises(ValueError, match="row 0 holds only -inf"):
+        sample_next_token(torch.full((1, 4), float("-inf")))
+    with pytest.raises(ValueError, match="temperature must be a number >= 0, got nan"):
+        sample_next_token(torch.randn(1, 4), temperature=float("nan"))
+
+
+def test_sequential_windows_names_seq_len_zero() -> None:
+    from course_lib.corpus import random_windows, sequential_windows
+
+    stream = torch.arange(10)
+    for fn in (sequential_windows, lambda s, n: random_windows(s, 2, n)):
+        with pytest.raises(ValueError, match=r"_windows: seq_len must be an int >= 1, got 0"):
+            fn(stream, 0)
+    with pytest.raises(ValueError, match="seq_len=12 needs a stream of at least seq_len \\+ 1 tokens, got 10"):
+        sequential_windows(stream, 12)
+
+
+def test_bert_refuses_a_pad_id_outside_its_vocabulary_and_a_head_without_classes() -> None:
+    from course_lib.bert import BERT, ClassificationHead
+
+    with pytest.raises(ValueError, match=r"BERT: pad_id must be None or an id in \[0, vocab_size=20\), got 30"):
+        BERT(vocab_size=20, d_model=8, num_heads=2, num_layers=1, pad_id=30)
+    with pytest.raises(ValueError, match="ClassificationHead: num_classes must be an int >= 1, got 0"):
+        ClassificationHead(d_model=8, num_classes=0)
+    with pytest.raises(ValueError, match="BERT: num_classes must be an int >= 0, got -1"):
+        BERT(vocab_size=20, d_model=8, num_heads=2, num_layers=1, num_classes=-1)
+
+
+def test_mask_tokens_refuses_ids_outside_the_vocabulary() -> None:
+    from course_lib.bert import mask_tokens
+
+    tokens = torch.tensor([[4, 5, 25, 6]])
+    with pytest.raises(ValueError, match=r"tokens must hold ids in \[0, vocab_size=20\), got ids from 4 to 25"):
+        mask_tokens(tokens, mask_id=3, vocab_size=20, special_ids=[0, 1, 2])
+
+
+def test_additive_attention_blames_the_argument_that_is_wrong() -> None:
+    from course_lib.seq2seq import additive_attention
+
+    q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 6)
+    w_q, w_k = torch.randn(8, 4), torch.randn(8, 6)
+    with pytest.raises(ValueError, match=r"v must have shape \(d_att=8,\) like w_q \(8, 4\), got \(7,\)"):
+        additive_attention(q, k, k, w_q, w_k, torch.randn(7))
+    with pytest.raises(ValueError, match=r"w_k must have shape \(d_att=8, d_k=6\) like w_q \(8, 4\), got \(7, 6\)"):
+        additive_attention(q, k, k, w_q, torch.randn(7, 6), torch.randn(8))
+    with pytest.raises(ValueError, match=r"w_q must have shape \(d_att, d_q=4\), got \(8, 5\)"):
+        additive_attention(q, k, k, torch.randn(8, 5), w_k, torch.randn(8))
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"steps": -1}, "train_lm: steps must be an int >= 1, got -1"),
+    ({"batch_size": 0}, "train_lm: batch_size must be an int >= 1, got 0"),
+    ({"lr": 0.0}, "train_lm: lr must be > 0, got 0.0"),
+    ({"eval_every": 5}, "eval_every=5 needs a valid_stream"),
+])
+def test_train_lm_names_a_bad_setting_before_training(kwargs: dict, message: str) -> None:
+    from course_lib.lm import train_lm
+
+    settings = {"steps": 2, "batch_size": 2, "seq_len": 4, "progress": False, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        train_lm(_gpt(), torch.randint(0, 20, (50,)), **settings)
+
+
+def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
+    from course_lib.bert import BERT
+    from course_lib.pretraining import accuracy, fine_tune, labelled_subset
+
+    model = BERT(20, d_model=8, num_heads=2, num_layers=1, max_len=16, num_classes=3)
+    tokens = torch.randint(0, 20, (8, 10))
+    with pytest.raises(ValueError, match=r"fine_tune: labels must be class ids in \[0, 3\).*got ids from 5 to 5"):
+        fine_tune(model, tokens, torch.full((8,), 5), 2, progress=False)
+    for fn in (lambda t, y: fine_tune(model, t, y, 2, progress=False), lambda t, y: accuracy(model, t, y)):
+        with pytest.raises(ValueError, match=r"and labels \(batch,\), got \(8, 10\) and \(7,\)"):
+            fn(tokens, torch.zeros(7, dtype=torch.long))
+    with pytest.raises(ValueError, match="labelled_subset: per_class must be an int >= 1, got 0"):
+        labelled_subset(torch.tensor([0, 1, 0, 1]), 0, seed=0)

@@ -12,7 +12,8 @@ from the page's own notebook model (what JupyterLab renders):
 
 and in notebook 00 a correct solution typed into the exercise cell makes its check say "passed"; then a
 syntax error in that cell, and the same in a fresh kernel, make it say "failed", never "passed" (the old
-answer is still defined) nor a NameError.
+answer is still defined) nor a NameError; and a training cell appended to it shows its progress bar while
+JupyterLab's status bar says Busy (not Idle).
 
 The time each check cell took in the kernel (JupyterLab's recorded timing) is written to
 ``SCREENSHOTS/check_times.json``: the first check of each notebook and the later ones. Screenshots of
@@ -258,7 +259,7 @@ def _typed_solution_passes(page, lab: dict[str, str], times: dict[str, list[dict
     screenshot(page, "lab-typed-solution")
     cells = page.evaluate(READ_CELLS)
     times["00_welcome typed"] = [{"exercise": "stable_softmax", "seconds": _seconds(cells[index + 1]["execution"])}]
-    problems = _a_broken_cell_never_passes(page, index)
+    problems = _a_broken_cell_never_passes(page, index) + _busy_while_training(page)
     _close(page)
     return problems
 
@@ -300,3 +301,55 @@ def _a_broken_cell_never_passes(page, index: int) -> list[str]:
                             f"{text!r}")
         page.evaluate(f"() => {{ {CURRENT}.content.model.cells.get({index + 1}).executionCount = null; }}")
     return problems
+
+
+# A training cell with the course's progress bar (a tqdm widget), about 6 s whatever the machine's load.
+TRAINING = """import torch
+from course_lib.gpt import GPT
+from course_lib.lm import train_lm
+history = train_lm(GPT(50, d_model=16, num_heads=2, num_layers=1, max_len=16), torch.randint(0, 50, (500,)),
+                   steps=100_000, batch_size=4, seq_len=8, max_seconds=6)
+"""
+WIDGET = "application/vnd.jupyter.widget-view+json"
+STATUS_TEXT = "() => Array.from(document.querySelectorAll('.jp-StatusBar-TextItem')).map(e => e.textContent).join(' ')"
+
+
+def _busy_while_training(page) -> list[str]:
+    """In the open notebook, append and run a training cell; for 4 s from the moment its progress bar shows
+    (the training runs 6 s), the kernel's status (and the status bar's text) must say Busy.
+
+    JupyterLab 4.6 opened a kernel subshell for the bar's widget, and the kernel's "idle" answer to that
+    request turned the status bar to Idle for the rest of the cell; the shipped settings switch comms over
+    subshells off (``jupyter/README.md``).
+    """
+    index = page.evaluate(f"() => {CURRENT}.content.model.cells.length")
+    page.evaluate(f"() => {{ {CURRENT}.content.model.sharedModel.insertCell({index}, {{cell_type: 'code', "
+                  f"source: {json.dumps(TRAINING)}}}); {CURRENT}.content.activeCellIndex = {index}; }}")
+    # the kernel's status messages during the cell, with the request each answers (reported on failure)
+    page.evaluate(f"() => {{ window.courseStatus = []; {CURRENT}.sessionContext.session.kernel.iopubMessage.connect("
+                  "(_, m) => { if (m.header.msg_type === 'status') window.courseStatus.push("
+                  "m.content.execution_state + ' (' + m.parent_header.msg_type + ') ' + Date.now()); }); }")
+    # started, not awaited: the command's promise settles only when the cell has run
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-cell'); }")
+    samples: list[tuple[str, str]] = []
+    started = time.monotonic()
+    deadline, shown = time.monotonic() + 120, None
+    while time.monotonic() < deadline and (shown is None or time.monotonic() < shown + 4):
+        outputs = page.evaluate(READ_CELLS)[index]["outputs"]
+        if any(WIDGET in out.get("data", {}) for out in outputs):  # the bar is shown: training runs for 6 s
+            shown = shown or time.monotonic()
+            samples.append((page.evaluate(f"() => {CURRENT}.sessionContext.session.kernel.status"),
+                            page.evaluate(STATUS_TEXT)))
+        time.sleep(0.3)
+    page.wait_for_function(f"() => {CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=120_000)
+    if len(samples) < 5:
+        return [f"notebook 00: the training cell's progress bar was seen only {len(samples)} times in 4 s: "
+                f"{page.evaluate(READ_CELLS)[index]['outputs']!r}"]
+    wrong = [sample for sample in samples if sample[0] != "busy" or "Busy" not in sample[1]]
+    if wrong:
+        messages = page.evaluate("() => window.courseStatus")
+        return [f"notebook 00: while the training cell ran, {len(wrong)} of {len(samples)} looks at the kernel "
+                f"status were not Busy, e.g. {wrong[0]}; status messages (state, request, ms): {messages}; "
+                f"bar first seen after {shown - started:.1f} s; the cell shows "
+                f"{page.locator('.jp-Notebook .jp-Cell').nth(index).inner_text()!r}"]
+    return []

@@ -45,3 +45,66 @@ def test_a_notebook_may_ask_for_more_threads_and_the_environment_still_wins(monk
     assert torch.get_num_threads() == 1  # the learner's COURSE_THREADS overrides the notebook's choice
     with pytest.raises(ValueError, match="default"):
         configure_threads(default=0)
+
+
+def _fake_probe(monkeypatch, one_s: float, two_s: float, others: int | None) -> None:
+    """Make measure_threads see a matmul of one_s seconds with one thread and two_s with two, and ``others``
+    threads of other programs running (None: no /proc/loadavg)."""
+    from course_lib import runtime
+
+    monkeypatch.setattr(runtime, "_matmul_seconds",
+                        lambda threads, a, repeats, give_up=0: one_s if threads == 1 else two_s)
+    monkeypatch.setattr(runtime, "_runnable_elsewhere", lambda: others)
+    monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
+
+
+@pytest.mark.parametrize(("one_s", "two_s", "others", "expected"), [
+    (2e-3, 1.1e-3, 0, 2),     # idle: two threads 1.8x faster
+    (2e-3, 1.1e-3, None, 2),  # idle, no /proc/loadavg: the matmul decides
+    (2e-3, 1.8e-3, 0, 1),     # a second thread hardly helps (1.1x)
+    (2e-3, 40e-3, 0, 1),      # a core taken: two threads 20x slower
+    (2e-3, 1.1e-3, 1, 1),     # a fast matmul, but another program keeps a core busy
+    (2e-3, 1.1e-3, 2, 1),     # both CPUs taken by other programs: decided without timing
+])
+def test_measure_threads_picks_two_only_when_a_second_core_is_free(monkeypatch, restore_threads, one_s,
+                                                                  two_s, others, expected) -> None:
+    from course_lib.runtime import measure_threads
+
+    _fake_probe(monkeypatch, one_s, two_s, others)
+    torch.set_num_threads(1)
+    measured = measure_threads()
+    assert measured.threads == expected and torch.get_num_threads() == 1  # the probe restores the count
+    if others is not None and others >= 2:
+        assert measured.speedup is None
+        assert str(measured) == "2.0 CPUs busy with other work: no CPU free for a second thread"
+    else:
+        assert measured.speedup == pytest.approx(one_s / two_s) and "2 threads" in str(measured)
+        assert (others is None) != ("busy with other work" in str(measured))
+
+
+def test_choose_threads_sets_and_announces_the_measured_count_and_the_environment_wins(
+        monkeypatch, restore_threads, capsys) -> None:
+    from course_lib.runtime import choose_threads, get_device
+
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    monkeypatch.delenv("COURSE_DEVICE", raising=False)
+    _fake_probe(monkeypatch, 2e-3, 1e-3, 0)
+    assert choose_threads() == 2 == torch.get_num_threads()
+    assert capsys.readouterr().out.startswith("using 2 CPU threads (measured: 0.0 CPUs busy with other work, "
+                                              "2 threads 2.00x as fast as 1")
+    _fake_probe(monkeypatch, 2e-3, 30e-3, 0)
+    assert get_device("cpu", threads="measure").type == "cpu" and torch.get_num_threads() == 1
+    assert capsys.readouterr().out.startswith("using 1 CPU thread (measured:")
+    monkeypatch.setenv("COURSE_THREADS", "2")
+    assert choose_threads() == 2 and capsys.readouterr().out == "using 2 CPU threads (COURSE_THREADS=2)\n"
+    with pytest.raises(ValueError, match="choose_threads: max_threads must be an int >= 1, got 0"):
+        choose_threads(0)
+
+
+def test_the_real_probe_returns_one_or_two_and_restores_the_threads(restore_threads) -> None:
+    from course_lib.runtime import measure_threads
+
+    torch.set_num_threads(1)
+    measured = measure_threads()
+    assert measured.threads in (1, 2) and (measured.speedup is None or measured.speedup > 0)
+    assert torch.get_num_threads() == 1
