@@ -58,7 +58,8 @@ def use_korean_font() -> str | None:
     """
     path = _packaged_korean_font()
     if path is not None:
-        font_manager.fontManager.addfont(str(path))
+        for weight in sorted(path.parent.glob("NanumGothic*.ttf")):  # regular, bold (for bold titles), ...
+            font_manager.fontManager.addfont(str(weight))
         name = font_manager.FontProperties(fname=str(path)).get_name()
     else:
         known = {font.name for font in font_manager.fontManager.ttflist}
