@@ -6,7 +6,8 @@ The models and their building blocks are importable from here, in the notebooks'
 
 Data, training, decoding, metrics and plotting live in submodules, imported where needed (they pull in
 heavier libraries): ``course_lib.text``, ``course_lib.training``, ``course_lib.decoding``,
-``course_lib.metrics``, ``course_lib.images``, ``course_lib.plotting``, ``course_lib.baselines``,
+``course_lib.metrics``, ``course_lib.images``, ``course_lib.plotting``, ``course_lib.diagrams`` (the
+paper's Figures 1 and 2, drawn from the models), ``course_lib.baselines``,
 ``course_lib.corpus``, ``course_lib.lm``, ``course_lib.ngram``, ``course_lib.generation``,
 ``course_lib.experiments``, ``course_lib.ablation`` and ``course_lib.parallel`` (notebook 12's grid, in
 several processes).

@@ -12,6 +12,8 @@
 - :func:`transformer_forward_macs` and :func:`training_flops`: the cost of training the base and big
   models, from the layer counts of :func:`course_lib.baselines.layer_flops`, to set beside the paper's
   Table 2 (3.3e18 and 2.3e19 FLOPs) and its "3.5 days on 8 P100 GPUs".
+- :data:`PAPER_TABLE2`: the whole of the paper's Table 2, BLEU on newstest2014 beside the training cost, for
+  the Transformer and the earlier models it lists.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from course_lib.positional import LearnedPositionalEmbedding
 __all__ = [
     "Table3Row", "PAPER_TABLE3", "PAPER_BASE_DEV", "KeySizeAttention", "with_key_size", "with_learned_positions",
     "average_weights", "average_checkpoints", "transformer_forward_macs", "training_flops", "P100_FLOPS",
-    "PAPER_TRAINING",
+    "PAPER_TRAINING", "Table2Row", "PAPER_TABLE2",
 ]
 
 
@@ -253,3 +255,32 @@ def training_flops(forward_macs_per_pair: int, pairs_per_step: float, steps: int
     (gradients with respect to the activations and to the weights: one matrix product each), so
     6 x multiply-adds per sentence pair per step."""
     return 6.0 * forward_macs_per_pair * pairs_per_step * steps
+
+
+@dataclass(frozen=True)
+class Table2Row:
+    """One row of the paper's Table 2: BLEU on newstest2014 and the training cost in FLOPs (None: not reported)."""
+
+    model: str
+    bleu_en_de: float | None
+    bleu_en_fr: float | None
+    flops_en_de: float | None
+    flops_en_fr: float | None
+
+
+#: The paper's Table 2 (figures copied from the table): the Transformer against the best earlier models,
+#: single models then ensembles. The Transformer's cost is one figure for both language pairs.
+PAPER_TABLE2: tuple[Table2Row, ...] = (
+    Table2Row("ByteNet", 23.75, None, None, None),
+    Table2Row("Deep-Att + PosUnk", None, 39.2, None, 1.0e20),
+    Table2Row("GNMT + RL", 24.6, 39.92, 2.3e19, 1.4e20),
+    Table2Row("ConvS2S", 25.16, 40.46, 9.6e18, 1.5e20),
+    Table2Row("MoE", 26.03, 40.56, 2.0e19, 1.2e20),
+    Table2Row("Deep-Att + PosUnk Ensemble", None, 40.4, None, 8.0e20),
+    Table2Row("GNMT + RL Ensemble", 26.30, 41.16, 1.8e20, 1.1e21),
+    Table2Row("ConvS2S Ensemble", 26.36, 41.29, 7.7e19, 1.2e21),
+    Table2Row("Transformer (base model)", 27.3, 38.1, PAPER_TRAINING["base"]["table2_flops"],
+              PAPER_TRAINING["base"]["table2_flops"]),
+    Table2Row("Transformer (big)", 28.4, 41.8, PAPER_TRAINING["big"]["table2_flops"],
+              PAPER_TRAINING["big"]["table2_flops"]),
+)

@@ -2,16 +2,79 @@
 
 Each helper draws on a Matplotlib ``Axes`` (a new figure when none is given) and returns that ``Axes``, so a
 notebook can arrange several in a grid and add titles.
+
+Importing this module also sets up a font that draws Hangul (:func:`use_korean_font`), so that every figure of
+the course can carry Korean labels: many of the course's learners take their notes in Korean, and Matplotlib's
+own font (DejaVu Sans) has no Hangul, which it draws as empty boxes with a "Glyph ... missing" warning.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from matplotlib import font_manager, rcParams
 
-__all__ = ["plot_attention"]
+__all__ = ["plot_attention", "use_korean_font", "KOREAN_FONT_PACKAGE", "SYSTEM_KOREAN_FONTS"]
+
+# The pip package whose font file the course uses (pinned in requirements.txt): it ships Nanum Gothic (SIL Open
+# Font License 1.1). Only its .ttf is read; the package itself is never imported, because importing it rewrites
+# Matplotlib's settings and its code imports distutils, which Python 3.12 removed.
+KOREAN_FONT_PACKAGE = "koreanize_matplotlib"
+# Fonts with Hangul that an operating system may have (Debian's fonts-nanum and fonts-noto-cjk, Windows, macOS),
+# tried in this order when the package is not installed.
+SYSTEM_KOREAN_FONTS = ("NanumGothic", "Noto Sans CJK KR", "Noto Sans KR", "Malgun Gothic", "Apple SD Gothic Neo",
+                       "AppleGothic", "UnDotum", "Baekmuk Gulim")
+
+
+def _packaged_korean_font() -> Path | None:
+    """The Nanum Gothic file of :data:`KOREAN_FONT_PACKAGE` if it is installed (found without importing it)."""
+    spec = importlib.util.find_spec(KOREAN_FONT_PACKAGE)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(folder) / "fonts" / "NanumGothic.ttf"
+        if path.is_file():
+            return path
+    return None
+
+
+def use_korean_font() -> str | None:
+    """Let every later figure draw Hangul: add a Korean font after Matplotlib's own, as a fallback per glyph.
+
+    Latin text keeps Matplotlib's default font; a character that font lacks (a Hangul syllable) is drawn with the
+    Korean one (Matplotlib >= 3.6 falls back glyph by glyph along ``rcParams["font.family"]``). The font comes
+    from the pinned package :data:`KOREAN_FONT_PACKAGE`, else from the first of :data:`SYSTEM_KOREAN_FONTS` that
+    Matplotlib's font manager finds. Calling it again changes nothing.
+
+    Returns:
+        The Korean font's family name, or None (after a one-line warning) when no Korean font is found.
+
+    Example:
+        >>> use_korean_font()
+        'NanumGothic'
+    """
+    path = _packaged_korean_font()
+    if path is not None:
+        for weight in sorted(path.parent.glob("NanumGothic*.ttf")):  # regular, bold (for bold titles), ...
+            font_manager.fontManager.addfont(str(weight))
+        name = font_manager.FontProperties(fname=str(path)).get_name()
+    else:
+        known = {font.name for font in font_manager.fontManager.ttflist}
+        name = next((font for font in SYSTEM_KOREAN_FONTS if font in known), None)
+    if name is None:
+        warnings.warn("course_lib.plotting: no Korean font found, Hangul labels will be empty boxes "
+                      f"(pip install -r requirements.txt installs {KOREAN_FONT_PACKAGE})", stacklevel=2)
+        return None
+    family = [rcParams["font.family"]] if isinstance(rcParams["font.family"], str) else list(rcParams["font.family"])
+    if name not in family:
+        rcParams["font.family"] = family + [name]
+    return name
+
+
+use_korean_font()
 
 
 def plot_attention(

@@ -21,6 +21,7 @@ NAMED = [
     ("scaled_dot_product_attention", "masked scores set to 0 instead of -inf"),
     ("scaled_dot_product_attention", "exp without the max shift, NaN hidden by nan_to_num"),
     ("scaled_dot_product_attention", "dropout_p ignored"),
+    ("scaled_dot_product_attention", "divided by sqrt(seq_len) instead of sqrt(d_k)"),
     ("scaled_dot_product_attention", "dropout applied to the output"),
     ("multi_head_attention", "keys and values taken from the query"),
     ("multi_head_attention", "-1e9 fill leaves a fully masked query uniform"),

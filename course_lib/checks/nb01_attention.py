@@ -80,6 +80,10 @@ def _scale_by_d_k(query, key, value, mask=None, dropout_p=0.0):
     return _finish(query @ key.transpose(-2, -1) / query.size(-1), value, mask)
 
 
+def _scale_by_seq_len(query, key, value, mask=None, dropout_p=0.0):
+    return _finish(query @ key.transpose(-2, -1) / math.sqrt(key.size(-2)), value, mask)  # sqrt(n), n = seq_k
+
+
 def _scale_by_d_v(query, key, value, mask=None, dropout_p=0.0):
     return _finish(query @ key.transpose(-2, -1) / math.sqrt(value.size(-1)), value, mask)
 
@@ -224,6 +228,10 @@ SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
         Mistake("divided by d_k instead of sqrt(d_k)", _scale_by_d_k,
                 "the scale is 1/sqrt(d_k), not 1/d_k: q.k has variance d_k, so its standard deviation is sqrt(d_k).",
                 detail="scores / math.sqrt(query.size(-1))."),
+        Mistake("divided by sqrt(seq_len) instead of sqrt(d_k)", _scale_by_seq_len,
+                "the scale is 1/sqrt(d_k), the size of each query and key vector, not the square root of the "
+                "sequence length: q.k sums d_k products, so its spread grows with d_k however many keys there are.",
+                detail="scores / math.sqrt(query.size(-1)), not key.size(-2)."),
         Mistake("scaled by the value's size", _scale_by_d_v,
                 "d_k is the size of the query and key vectors; the values' size d_v may differ.",
                 detail="d_k = query.size(-1)."),
