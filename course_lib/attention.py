@@ -223,10 +223,25 @@ def _all_finite(*tensors: torch.Tensor) -> bool:
     waits for the kernels queued before it.
     """
     total = 0.0
-    with torch.no_grad():
-        for t in tensors:
-            total += t.sum(dtype=torch.float64 if t.dtype == torch.float64 else torch.float32).item()
+    for t in tensors:
+        total += t.detach().sum(dtype=torch.float64 if t.dtype == torch.float64 else torch.float32).item()
     return math.isfinite(total)
+
+
+# From this many keys on, without a mask, PyTorch's CPU kernel gives the formula's NaN for every NaN or inf in
+# the query, key or value by itself (tests/test_attention.py checks it on both sides of the bound).
+_KERNEL_KEEPS_NAN_FROM_SEQ_K = 16
+
+
+def _kernel_may_hide_nan(key: torch.Tensor, mask: torch.Tensor | None) -> bool:
+    """Whether PyTorch's kernel may answer differently from the formula when an input is not finite.
+
+    It does for short key sequences (fewer than 16 keys: it zeroes a NaN query's row, as for a fully masked
+    one), with a mask (a NaN or inf in a masked key reaches its output, the formula drops it) and, untested
+    here, on other devices than the CPU. Only then is the finiteness test worth its two sums, a few
+    microseconds that would cost 10 % of a 64-token call.
+    """
+    return mask is not None or key.shape[-2] < _KERNEL_KEEPS_NAN_FROM_SEQ_K or key.device.type != "cpu"
 
 
 def fused_attention(
@@ -243,9 +258,9 @@ def fused_attention(
     quadratically, with the sequence length. It cannot return the weights. Same arguments, shapes and mask
     convention as :func:`scaled_dot_product_attention` (fully masked queries also give zeros); returns only
     the output ``(..., seq_q, d_v)``. NaN or inf in an input gives NaN in the output as the formula does:
-    PyTorch's kernel alone would zero a NaN query's row, and with a mask it lets a NaN from a masked key
-    through where the formula drops it, so when the query or the kernel's output is not finite the output
-    is computed by the formula instead (two sums decide it, a few microseconds).
+    where PyTorch's kernel alone would answer differently (it zeroes a NaN query's row when there are fewer
+    than 16 keys, and with a mask it lets a NaN from a masked key through where the formula drops it), a
+    query or output that is not finite sends the input through the formula instead.
 
     Example:
         >>> q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
@@ -255,10 +270,9 @@ def fused_attention(
     _check_sdpa_arguments(query, key, value, mask, dropout_p, who="fused_attention")
     attn_mask = None if mask is None else _with_leading_ones(mask, query.dim())  # e.g. (seq_k,) -> (1, 1, 1, seq_k)
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
-    if not _all_finite(query, output):
-        # The kernel turns a NaN query row into zeros (the formula gives NaN), and a non-finite output may
-        # differ from the formula's: both paths must agree and a NaN must never be laundered into a
-        # plausible number, so such input takes the formula.
+    if _kernel_may_hide_nan(key, mask) and not _all_finite(query, output):
+        # Both paths must agree and a NaN must never be laundered into a plausible number: such input
+        # takes the formula.
         return scaled_dot_product_attention(query, key, value, mask, dropout_p)[0]
     return output
 

@@ -139,10 +139,14 @@ def test_fully_masked_query_rows_give_zeros_and_no_nan(path, size) -> None:
 @pytest.mark.parametrize("where", ["query", "key", "value"])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 @pytest.mark.parametrize("masked", [False, True])
-@pytest.mark.parametrize("size", [(3, 5, 8), (64, 64, 64)], ids=["small", "blocked"])
+@pytest.mark.parametrize("size", [(3, 5, 8), (4, 15, 8), (4, 16, 8), (64, 64, 64)],
+                         ids=["small", "below-bound", "at-bound", "blocked"])
 def test_fused_path_gives_the_formulas_nan_for_non_finite_input(where, bad, masked, size) -> None:
-    """A NaN or inf anywhere (one element, or a whole row) gives the formula's NaN on the fused path too:
-    PyTorch's kernel alone zeroes a NaN query's row, and with a mask keeps a masked key's NaN."""
+    """A NaN or inf anywhere (one element, or a whole row) gives the formula's NaN on the fused path too.
+
+    PyTorch's kernel alone zeroes a NaN query's row below 16 keys and keeps a masked key's NaN: there
+    fused_attention tests finiteness. From 16 keys on without a mask it skips the test, trusting the kernel:
+    the "at-bound" and "blocked" cases check that trust (they fail if a PyTorch release changes it)."""
     sq, sk, d = size
     gen = torch.Generator().manual_seed(7)
     for whole_row in (False, True):
