@@ -111,12 +111,15 @@ def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch
     nothing beside the kernel even for short sequences; a mask adds its shape check (and, in the ambiguous
     2-D case only, a look at its values).
     """
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{who}: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{who}: {name} must have shape (..., seq, features), got shape {_shape(t)}")
-    _check_same_dtype(who, query, key, value)
+    if not (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and isinstance(value, torch.Tensor)
+            and query.dim() >= 2 and key.dim() >= 2 and value.dim() >= 2):
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{who}: {name} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dim() < 2:
+                raise ValueError(f"{who}: {name} must have shape (..., seq, features), got shape {_shape(t)}")
+    if not (query.dtype == key.dtype == value.dtype and query.dtype.is_floating_point):
+        _check_same_dtype(who, query, key, value)  # raises, naming the three dtypes
     q_shape, k_shape, v_shape = query.shape, key.shape, value.shape
     if k_shape[-1] != q_shape[-1]:
         raise ValueError(f"{who}: query and key must have the same feature size d_k (last dimension): "
@@ -241,7 +244,7 @@ def _kernel_may_hide_nan(key: torch.Tensor, mask: torch.Tensor | None) -> bool:
     here, on other devices than the CPU. Only then is the finiteness test worth its two sums, a few
     microseconds that would cost 10 % of a 64-token call.
     """
-    return mask is not None or key.shape[-2] < _KERNEL_KEEPS_NAN_FROM_SEQ_K or key.device.type != "cpu"
+    return mask is not None or key.shape[-2] < _KERNEL_KEEPS_NAN_FROM_SEQ_K or not key.is_cpu
 
 
 def fused_attention(
@@ -269,7 +272,7 @@ def fused_attention(
     """
     _check_sdpa_arguments(query, key, value, mask, dropout_p, who="fused_attention")
     attn_mask = None if mask is None else _with_leading_ones(mask, query.dim())  # e.g. (seq_k,) -> (1, 1, 1, seq_k)
-    output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p)
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p)
     if _kernel_may_hide_nan(key, mask) and not _all_finite(query, output):
         # Both paths must agree and a NaN must never be laundered into a plausible number: such input
         # takes the formula.
