@@ -198,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- fused / torch time ratio: median {statistics.median(ratios):.3f}x, largest {max(ratios):.3f}x over all "
         f"lengths and both modes (target: within 1.05x at every length). The course's fused path adds shape "
-        "checks on Python ints and one finiteness test (two sums: the query and the output) to PyTorch's kernel, "
-        "a constant cost of a few microseconds that matters only for the shortest sequences.",
+        "checks on Python ints to PyTorch's kernel (a couple of microseconds), and a finiteness test of the query "
+        "and the output (two sums) only with a mask or fewer than 16 keys, where the kernel alone could hide a NaN.",
     ]
     if big:
         last = big[-1]
