@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "self-attention (seq_q = seq_k = n) |",
         "| explicit | `course_lib.attention.scaled_dot_product_attention` (scores and weights written out) |",
         "| fused | `course_lib.attention.fused_attention` (input checks, `F.scaled_dot_product_attention`, then "
-        "the finiteness test of the query and the output) |",
+        "a finiteness test of the query and the output with a mask or fewer than 16 keys) |",
         "| torch | `F.scaled_dot_product_attention` called directly |",
         "| memory | peak bytes allocated by PyTorch during one call (inputs excluded), replayed from "
         "`torch.profiler` allocation events |",
