@@ -4,7 +4,13 @@
 #   make test-fast  the unit tests without the slow ones (pytest -m "not slow"): a couple of minutes
 # Both reuse the environment: it is reinstalled only when requirements.txt or pyproject.toml change.
 
-PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+# The course supports Python 3.11 to 3.13 (README, "Supported Python"; the pinned numpy 2.4 needs 3.11). CI runs
+# 3.11, so it is preferred when installed, then the newest supported python3.X, then plain python3;
+# `make lab PYTHON=python3.12` names one.
+PYTHON_MIN := 3.11
+PYTHON_MAX := 3.13
+PYTHON ?= $(shell for p in python3.11 python3.13 python3.12 python3; do \
+	command -v $$p 2>/dev/null && break; done)
 VENV ?= .venv
 PIP_ARGS ?=
 PORT ?= 8888
@@ -18,7 +24,12 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/transformer-cours
 .PHONY: lab test test-fast env solutions release clean-env site
 
 $(STAMP): requirements.txt pyproject.toml
-	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is needed, found " + sys.version.split()[0]'
+	@test -n "$(PYTHON)" || { echo "No python3 found: install Python $(PYTHON_MIN) to $(PYTHON_MAX) (3.11 preferred)," \
+		"or name one with make ... PYTHON=/path/to/python3.X" >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; low, high = (tuple(int(x) for x in v.split(".")) for v in sys.argv[1:]); \
+		sys.exit(None if low <= sys.version_info[:2] <= high else "Python $(PYTHON_MIN) to $(PYTHON_MAX) is needed, " \
+		"$(PYTHON) is " + sys.version.split()[0] + ": name another with make ... PYTHON=/path/to/python3.X")' \
+		$(PYTHON_MIN) $(PYTHON_MAX)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install $(PIP_ARGS) -r requirements.txt

@@ -105,37 +105,47 @@ def _is_causal(mask: torch.Tensor) -> bool:
 
 def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                             mask: torch.Tensor | None, who: str = "scaled_dot_product_attention") -> None:
-    """Check the shapes of query (..., seq_q, d_k), key (..., seq_k, d_k), value (..., seq_k, d_v), mask."""
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{who}: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{who}: {name} must have shape (..., seq, features), got shape {_shape(t)}")
-    _check_same_dtype(who, query, key, value)
-    if key.shape[-1] != query.shape[-1]:
+    """Check the shapes of query (..., seq_q, d_k), key (..., seq_k, d_k), value (..., seq_k, d_v), mask.
+
+    Only Python ints and dtypes are compared (about a microsecond, no tensor operation), so the checks cost
+    nothing beside the kernel even for short sequences; a mask adds its shape check (and, in the ambiguous
+    2-D case only, a look at its values).
+    """
+    if not (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and isinstance(value, torch.Tensor)
+            and query.dim() >= 2 and key.dim() >= 2 and value.dim() >= 2):
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{who}: {name} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dim() < 2:
+                raise ValueError(f"{who}: {name} must have shape (..., seq, features), got shape {_shape(t)}")
+    if not (query.dtype == key.dtype == value.dtype and query.dtype.is_floating_point):
+        _check_same_dtype(who, query, key, value)  # raises, naming the three dtypes
+    q_shape, k_shape, v_shape = query.shape, key.shape, value.shape
+    if k_shape[-1] != q_shape[-1]:
         raise ValueError(f"{who}: query and key must have the same feature size d_k (last dimension): "
                          f"query has shape {_shape(query)}, key has shape {_shape(key)}")
-    if key.shape[-2] != value.shape[-2]:
+    if k_shape[-2] != v_shape[-2]:
         raise ValueError(f"{who}: key and value must have the same length seq_k (dimension -2): "
                          f"key has shape {_shape(key)}, value has shape {_shape(value)}")
-    if not (query.shape[:-2] == key.shape[:-2] == value.shape[:-2]):
+    if not (q_shape[:-2] == k_shape[:-2] == v_shape[:-2]):
         raise ValueError(f"{who}: query, key and value must have the same leading (batch, heads) dimensions: "
                          f"query has shape {_shape(query)}, key {_shape(key)}, value {_shape(value)}")
-    scores = (*query.shape[:-1], key.shape[-2])
-    _check_mask(mask, scores, who, "the scores' shape (..., seq_q, seq_k) =",
-                batch=query.shape[0] if query.dim() >= 3 else None)
+    if mask is not None:
+        scores = (*q_shape[:-1], k_shape[-2])
+        _check_mask(mask, scores, who, "the scores' shape (..., seq_q, seq_k) =",
+                    batch=q_shape[0] if len(q_shape) >= 3 else None)
 
 
 def _check_same_dtype(who: str, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                       expected: torch.dtype | None = None) -> None:
     """Raise unless query, key and value are floating-point tensors of one dtype (``expected`` if given)."""
-    dtypes = {"query": query.dtype, "key": key.dtype, "value": value.dtype}
     wanted = expected or query.dtype
-    if not wanted.is_floating_point or any(d != wanted for d in dtypes.values()):
-        given = ", ".join(f"{name} {d}" for name, d in dtypes.items())
-        whose = "the module's weights' dtype " if expected else ""
-        raise TypeError(f"{who}: query, key and value must be floating-point tensors of the same dtype "
-                        f"({whose}{wanted}); got {given}. Convert them, e.g. key = key.to(query.dtype)")
+    if wanted.is_floating_point and query.dtype == key.dtype == value.dtype == wanted:
+        return
+    given = f"query {query.dtype}, key {key.dtype}, value {value.dtype}"
+    whose = "the module's weights' dtype " if expected else ""
+    raise TypeError(f"{who}: query, key and value must be floating-point tensors of the same dtype "
+                    f"({whose}{wanted}); got {given}. Convert them, e.g. key = key.to(query.dtype)")
 
 
 def _check_sdpa_arguments(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -207,16 +217,34 @@ def _with_leading_ones(mask: torch.Tensor, ndim: int) -> torch.Tensor:
 
 
 def _all_finite(*tensors: torch.Tensor) -> bool:
-    """True when no tensor holds a NaN or an inf, with one reduction each and a single synchronisation.
+    """True when no tensor holds a NaN or an inf: one sum each, read as a Python float.
 
-    A sum is NaN or inf whenever one of its terms is, so a finite total proves every element finite. The
-    per-element test (``isfinite(t).all()`` for each tensor) cost about 6 % of a small model's training step.
-    A total that overflows from large finite values is a false alarm, and it only sends the input through
-    the formula, which gives the same numbers.
+    A sum is NaN or inf whenever one of its terms is, so a finite total proves every element finite (and
+    inf + -inf of two totals is NaN, not finite). Half-precision tensors are summed in float32 so that a sum
+    of ordinary values does not overflow. A total that overflows from large finite values is a false alarm:
+    it only sends the input through the formula, which gives the same numbers. On a GPU, reading the total
+    waits for the kernels queued before it.
     """
-    with torch.no_grad():
-        total = sum(t.sum(dtype=torch.float64 if t.dtype == torch.float64 else torch.float32) for t in tensors)
-    return bool(torch.isfinite(total))
+    total = 0.0
+    for t in tensors:
+        total += t.detach().sum(dtype=torch.float64 if t.dtype == torch.float64 else torch.float32).item()
+    return math.isfinite(total)
+
+
+# From this many keys on, without a mask, PyTorch's CPU kernel gives the formula's NaN for every NaN or inf in
+# the query, key or value by itself (tests/test_attention.py checks it on both sides of the bound).
+_KERNEL_KEEPS_NAN_FROM_SEQ_K = 16
+
+
+def _kernel_may_hide_nan(key: torch.Tensor, mask: torch.Tensor | None) -> bool:
+    """Whether PyTorch's kernel may answer differently from the formula when an input is not finite.
+
+    It does for short key sequences (fewer than 16 keys: it zeroes a NaN query's row, as for a fully masked
+    one), with a mask (a NaN or inf in a masked key reaches its output, the formula drops it) and, untested
+    here, on other devices than the CPU. Only then is the finiteness test worth its two sums, a few
+    microseconds that would cost 10 % of a 64-token call.
+    """
+    return mask is not None or key.shape[-2] < _KERNEL_KEEPS_NAN_FROM_SEQ_K or not key.is_cpu
 
 
 def fused_attention(
@@ -232,8 +260,10 @@ def fused_attention(
     and CUDA it processes keys in blocks), so it is faster and its memory grows linearly, not
     quadratically, with the sequence length. It cannot return the weights. Same arguments, shapes and mask
     convention as :func:`scaled_dot_product_attention` (fully masked queries also give zeros); returns only
-    ``output`` of shape ``(..., seq_q, d_v)``. NaN or inf in an input gives NaN in the output as the formula
-    does (PyTorch's kernel alone would zero a NaN query's row), so such input is computed by the formula.
+    the output ``(..., seq_q, d_v)``. NaN or inf in an input gives NaN in the output as the formula does:
+    where PyTorch's kernel alone would answer differently (it zeroes a NaN query's row when there are fewer
+    than 16 keys, and with a mask it lets a NaN from a masked key through where the formula drops it), a
+    query or output that is not finite sends the input through the formula instead.
 
     Example:
         >>> q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
@@ -241,13 +271,13 @@ def fused_attention(
         True
     """
     _check_sdpa_arguments(query, key, value, mask, dropout_p, who="fused_attention")
-    if not _all_finite(query, key, value):
-        # The fused kernel turns a NaN query row into zeros; the formula gives NaN. Both paths must agree
-        # and a NaN must never be laundered into a plausible number, so non-finite input takes the formula.
+    attn_mask = None if mask is None else _with_leading_ones(mask, query.dim())  # e.g. (seq_k,) -> (1, 1, 1, seq_k)
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p)
+    if _kernel_may_hide_nan(key, mask) and not _all_finite(query, output):
+        # Both paths must agree and a NaN must never be laundered into a plausible number: such input
+        # takes the formula.
         return scaled_dot_product_attention(query, key, value, mask, dropout_p)[0]
-    if mask is not None:
-        mask = _with_leading_ones(mask, query.dim())  # e.g. (seq_k,) -> (1, 1, 1, seq_k)
-    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
+    return output
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -136,6 +136,34 @@ def test_fully_masked_query_rows_give_zeros_and_no_nan(path, size) -> None:
     torch.testing.assert_close(out.detach(), torch.nan_to_num(ref), atol=ATOL, rtol=1e-5)
 
 
+@pytest.mark.parametrize("where", ["query", "key", "value"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("size", [(3, 5, 8), (4, 15, 8), (4, 16, 8), (64, 64, 64)],
+                         ids=["small", "below-bound", "at-bound", "blocked"])
+def test_fused_path_gives_the_formulas_nan_for_non_finite_input(where, bad, masked, size) -> None:
+    """A NaN or inf anywhere (one element, or a whole row) gives the formula's NaN on the fused path too.
+
+    PyTorch's kernel alone zeroes a NaN query's row below 16 keys and keeps a masked key's NaN: there
+    fused_attention tests finiteness. From 16 keys on without a mask it skips the test, trusting the kernel:
+    the "at-bound" and "blocked" cases check that trust (they fail if a PyTorch release changes it)."""
+    sq, sk, d = size
+    gen = torch.Generator().manual_seed(7)
+    for whole_row in (False, True):
+        q, k, v = _qkv(2, 2, sq, sk, d, d, gen)
+        mask = _mask("batch,heads,seq_q,seq_k", 2, 2, sq, sk, gen) if masked else None
+        if mask is not None:
+            mask[1, 1, :, 1] = False  # key 1 of head 1 in batch 1 is masked for every query
+        tensor = {"query": q, "key": k, "value": v}[where]
+        tensor[1, 1, 1, :] = bad  # row 1 of head 1 in batch 1 (the masked key for key and value)
+        if not whole_row:
+            tensor[1, 1, 1, 1:] = 0.5
+        formula = scaled_dot_product_attention(q, k, v, mask)[0]
+        fused = fused_attention(q, k, v, mask)
+        assert torch.equal(fused.isnan(), formula.isnan()) and torch.equal(fused.isinf(), formula.isinf())
+        torch.testing.assert_close(fused.nan_to_num(7.0), formula.nan_to_num(7.0), atol=ATOL, rtol=1e-5)
+
+
 def test_a_mask_of_all_false_gives_all_zeros() -> None:
     q, k, v = torch.randn(1, 3, 4), torch.randn(1, 5, 4), torch.randn(1, 5, 2)
     out, weights = scaled_dot_product_attention(q, k, v, torch.zeros(5, dtype=torch.bool))

@@ -49,9 +49,26 @@ def test_requirements_and_environment_yml_pin_the_same_packages() -> None:
     assert not only_req and not only_env, f"drift: requirements.txt {only_req} vs environment.yml {only_env}"
 
 
-def test_environment_yml_python_matches_the_supported_version() -> None:
+def _makefile_python_range() -> tuple[tuple[int, int], tuple[int, int]]:
+    """The oldest and newest Python the Makefile accepts (its PYTHON_MIN and PYTHON_MAX)."""
+    text = (ROOT / "Makefile").read_text()
+    bounds = []
+    for name in ("PYTHON_MIN", "PYTHON_MAX"):
+        match = re.search(rf"^{name}\s*:?=\s*3\.(\d+)\s*$", text, re.MULTILINE)
+        assert match, f"Makefile: no {name} := 3.X line"
+        bounds.append((3, int(match[1])))
+    return bounds[0], bounds[1]
+
+
+def test_environment_yml_python_matches_the_supported_range() -> None:
+    """environment.yml, the Makefile and the README name the same Python range."""
+    low, high = _makefile_python_range()
+    assert low == (3, 11) and high >= low, f"Makefile accepts {low} to {high}; numpy==2.4.6 needs 3.11 at least"
     text = (ROOT / "environment.yml").read_text()
-    assert re.search(r"^\s*-\s*python=3\.11\s*$", text, re.MULTILINE), "environment.yml must pin python=3.11"
+    spec = rf"^\s*-\s*python>=3\.{low[1]},<3\.{high[1] + 1}\s*(#.*)?$"
+    assert re.search(spec, text, re.MULTILINE), f"environment.yml must ask for python>=3.{low[1]},<3.{high[1] + 1}"
+    readme = (ROOT / "README.md").read_text()
+    assert f"**Supported Python:** 3.{low[1]} to 3.{high[1]}" in readme, "README's Supported Python line differs"
 
 
 def test_torch_is_pinned_to_the_course_version() -> None:
@@ -76,7 +93,8 @@ def test_package_dependencies_are_all_pinned_for_the_course() -> None:
 
 def test_this_environment_is_the_pinned_one() -> None:
     """The environment the tests run in is the one requirements.txt describes (no silent drift)."""
-    assert sys.version_info[:2] == (3, 11)
+    low, high = _makefile_python_range()
+    assert low <= sys.version_info[:2] <= high, f"Python {sys.version.split()[0]} is outside {low} to {high}"
     for name, version in _requirements().items():
         installed = metadata.version(name)
         assert installed.split("+")[0] == version, f"{name}: pinned {version}, installed {installed}"

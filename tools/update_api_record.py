@@ -11,8 +11,8 @@ with the change (removing a name? deprecate it first, see ``course_lib/_deprecat
 What counts as public: the names in ``course_lib.__all__`` and in the ``__all__`` of every submodule whose
 dotted name has no part starting with an underscore. For a function the record keeps its signature; for
 a class, its constructor's signature, its bases and the signatures of the public methods that
-``course_lib`` itself defines (``forward`` included, ``nn.Module``'s own methods not); for anything else,
-its type.
+``course_lib`` itself defines (``forward`` included, ``nn.Module``'s own methods not); for a type alias
+(``Verdict = tuple[str, int]``), the type it stands for; for anything else, its type.
 
 The same list of public modules feeds the API reference: pdoc documents a package's submodules only when its
 ``__all__`` names them, and ``course_lib``'s ``__all__`` lists functions and classes, so the modules are given
@@ -30,6 +30,7 @@ import json
 import pkgutil
 import re
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +69,24 @@ def _own_methods(cls: type) -> dict[str, str]:
     return dict(sorted(methods.items()))
 
 
+def _is_type_alias(obj: Any) -> bool:
+    """Whether ``obj`` is a parametrised type such as ``tuple[str, int]``, ``Optional[int]``, ``int | None``,
+    or a ``type X = ...`` statement's alias (Python 3.12 on).
+
+    Such aliases are callable, and ``inspect.signature`` describes them differently from one Python version
+    to the next (3.11 and 3.12 refuse, 3.13 answers with the origin's constructor), so the record keeps the
+    type they stand for instead: the same text on every supported Python.
+    """
+    alias_type = getattr(typing, "TypeAliasType", None)
+    return typing.get_origin(obj) is not None or (alias_type is not None and isinstance(obj, alias_type))
+
+
 def describe(obj: Any) -> dict[str, Any]:
     """What the record keeps about one public object."""
     if inspect.ismodule(obj):
         return {"kind": "module"}
+    if _is_type_alias(obj):
+        return {"kind": "type alias", "value": repr(getattr(obj, "__value__", obj))}
     if inspect.isclass(obj):
         return {
             "kind": "class",
