@@ -1,4 +1,4 @@
-"""Grading throughput: submissions per minute for a notebook with five exercises (target: >= 10 on 2 cores).
+"""Grading throughput: submissions per minute for a notebook with five exercises (target: >= 30 at --jobs 2 on 2 idle cores).
 
 Grades a class of submissions of the five-exercise assignment in ``tests/grading_fixtures/fx_assignment/``
 with the real command path (``course_lib.grading.cli.grade_many``: a fresh bubblewrap sandbox per
@@ -39,7 +39,7 @@ from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  #
 
 FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
 RESULTS = HERE / "results"
-TARGET_PER_MINUTE = 10.0
+TARGET_PER_MINUTE = 30.0  # issue 31: the grader asking one exercise at a time must still grade 30 a minute
 
 
 def make_class(folder: Path, n: int) -> list[Path]:
