@@ -2,6 +2,7 @@
 #   make lab    create/reuse .venv, install the pinned environment and course_lib, open JupyterLab
 #   make test   the same environment, then the whole test suite (pytest + nbval on every notebook)
 #   make test-fast  the unit tests without the slow ones (pytest -m "not slow"): a couple of minutes
+#   make test-all   what `make test` runs, with the sampled sweeps run whole (COURSE_TEST_ALL=1)
 # Both reuse the environment: it is reinstalled only when requirements.txt or pyproject.toml change.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
@@ -15,7 +16,7 @@ STAMP := $(VENV)/.course-installed
 # JupyterLab settings shipped with the course (jupyter/README.md), installed into the environment.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/transformer-course.json
 
-.PHONY: lab test test-fast env solutions release clean-env site
+.PHONY: lab test test-fast test-all env solutions release clean-env site
 
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is needed, found " + sys.version.split()[0]'
@@ -38,6 +39,12 @@ lab: $(STAMP) $(LAB_SETTINGS)
 PYTEST_ARGS ?= --durations=25
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# `make test` (CI) runs a share of the parameters of the long sweeps (every known mistake of every exercise, every
+# benchmark script, every solved notebook, every notebook in JupyterLab), drawn from a seed printed in the report;
+# this runs every parameter of them (tests/conftest.py, SAMPLED_TESTS; CONTRIBUTING.md, "Test tiers").
+test-all: $(STAMP)
+	COURSE_TEST_ALL=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every module's unit tests in tests/, without the slow ones: executing notebooks (every notebook cell is slow,
 # so notebooks/ is not even collected), training models, building the API reference, running benchmark
