@@ -2,6 +2,7 @@
 #   make lab    create/reuse .venv, install the pinned environment and course_lib, open JupyterLab
 #   make test   the same environment, then the whole test suite (pytest + nbval on every notebook)
 #   make test-fast  the unit tests without the slow ones (pytest -m "not slow"): a couple of minutes
+#   make test-all   what `make test` runs, with the sampled sweeps run whole (COURSE_TEST_ALL=1)
 # Both reuse the environment: it is reinstalled only when requirements.txt or pyproject.toml change.
 
 # The course supports Python 3.11 to 3.13 (README, "Supported Python"; the pinned numpy 2.4 needs 3.11). CI runs
@@ -21,7 +22,7 @@ STAMP := $(VENV)/.course-installed
 # JupyterLab settings shipped with the course (jupyter/README.md), installed into the environment.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/transformer-course.json
 
-.PHONY: lab test test-fast env solutions release clean-env site
+.PHONY: lab test test-fast test-all env solutions release clean-env site
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No python3 found: install Python $(PYTHON_MIN) to $(PYTHON_MAX) (3.11 preferred)," \
@@ -49,6 +50,12 @@ lab: $(STAMP) $(LAB_SETTINGS)
 PYTEST_ARGS ?= --durations=25
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# `make test` (CI) runs a share of the parameters of the long sweeps (every known mistake of every exercise, every
+# benchmark script, every solved notebook, every notebook in JupyterLab), drawn from a seed printed in the report;
+# this runs every parameter of them (tests/conftest.py, SAMPLED_TESTS; CONTRIBUTING.md, "Test tiers").
+test-all: $(STAMP)
+	COURSE_TEST_ALL=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # Every module's unit tests in tests/, without the slow ones: executing notebooks (every notebook cell is slow,
 # so notebooks/ is not even collected), training models, building the API reference, running benchmark

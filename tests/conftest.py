@@ -12,12 +12,23 @@ the test, or here:
 
 The list names tests by file and function (all parameters), so that their files stay untouched; an entry
 whose file is collected but has no such test function fails the collection, so the list cannot go stale.
-See CONTRIBUTING.md, "Test tiers".
+
+Sampled sweeps: ``make test`` (CI) runs a documented share of the parameters of the sweeps in
+``SAMPLED_TESTS`` (every exercise keeps at least one of its parameters); ``make test-all``
+(``COURSE_TEST_ALL=1``) runs every parameter. The sample is drawn from a seed (``COURSE_SAMPLE_SEED``, by
+default the UTC date, so successive days' runs cover different parameters), printed in the report's header
+with the command that reruns the same sample; what was left out is counted as "deselected" and listed per
+test in the summary, never dropped silently. A test named on the command line (``file::test[...]``) or
+picked with ``-k`` is never sampled out. See CONTRIBUTING.md, "Test tiers".
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import math
 import os
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -63,10 +74,105 @@ SLOW_TESTS = {
 }
 
 
+# "file::test function": the share of its parameters that `make test` (CI) runs; `make test-all` runs them all.
+# Seconds: all parameters together, on the shared 2-core machine beside other work.
+SAMPLED_TESTS = {
+    "tests/test_exercises.py::test_check_rejects_known_mistake": 1 / 4,  # ~220 s in all
+    "tests/test_exercises.py::test_check_accepts_correct_alternative": 1 / 3,  # ~100 s
+    "tests/test_exercises.py::test_reference_passes_hidden_cases": 1 / 3,  # ~70 s: one of three seeds
+    "tests/test_assignment.py::test_checks_reject_every_mistake": 1 / 3,  # ~30 s
+    "tests/test_assignment.py::test_checks_accept_correct_alternatives": 1 / 3,  # ~30 s
+    "tests/test_benchmarks.py::test_every_benchmark_accepts_quick": 1 / 4,  # ~150 s: one Python start each
+    # Each solved notebook executed with nbclient (smoke mode); every reference passes its check in the fast
+    # tier, and nbval runs every notebook with the course's own code in full.
+    "tests/test_notebook_versions.py::test_solved_version_passes_every_check": 1 / 3,
+}
+
+
+def run_everything() -> bool:
+    """True under ``make test-all`` (``COURSE_TEST_ALL=1``): no sweep is sampled."""
+    return os.environ.get("COURSE_TEST_ALL", "") == "1"
+
+
+def sample_seed() -> str:
+    """The seed of this run's sample: $COURSE_SAMPLE_SEED, else today's UTC date (one sample a day)."""
+    return os.environ.get("COURSE_SAMPLE_SEED") or datetime.datetime.now(datetime.UTC).strftime("%Y%m%d")
+
+
+def sample(names: list[str], share: float, salt: str = "") -> list[str]:
+    """``ceil(share * len(names))`` of ``names`` (at least one), drawn from :func:`sample_seed`, in their order.
+
+    Every name is ranked by a hash of the seed, ``salt`` and the name, so the draw depends on nothing else
+    (not on the other names, the collection order or Python's hash seed): the same seed gives the same sample.
+    """
+    keep = max(1, math.ceil(share * len(names)))
+    rank = sorted(names, key=lambda name: hashlib.sha256(f"{sample_seed()}:{salt}:{name}".encode()).hexdigest())
+    chosen = set(rank[:keep])
+    return [name for name in names if name in chosen]
+
+
+def _group(item: pytest.Item) -> str:
+    """The stratum of a parameter: its exercise when it has one (each exercise keeps a parameter), else one."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    exercise = params.get("ex")
+    return getattr(exercise, "name", "") if exercise is not None else ""
+
+
+def _explicitly_chosen(config: pytest.Config) -> bool:
+    """True when the command line names single tests or filters with -k: those run as asked, unsampled."""
+    return bool(config.option.keyword) or any("::" in str(arg) for arg in config.args)
+
+
+def _sample_sweeps(config: pytest.Config, items: list[pytest.Item], keys: dict[pytest.Item, str]) -> None:
+    """Deselect the parameters of SAMPLED_TESTS left out of this run's sample (reported, see the summary)."""
+    if run_everything() or _explicitly_chosen(config):
+        return
+    strata: dict[tuple[str, str], list[pytest.Item]] = defaultdict(list)
+    for item in items:
+        key = keys.get(item, "")
+        if key in SAMPLED_TESTS:
+            strata[(key, _group(item))].append(item)
+    left_out: list[pytest.Item] = []
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # test -> [kept, all]
+    for (key, group), members in strata.items():
+        kept = set(sample([m.nodeid for m in members], SAMPLED_TESTS[key], salt=key + group))
+        left_out += [m for m in members if m.nodeid not in kept]
+        counts[key][0] += len(kept)
+        counts[key][1] += len(members)
+    if left_out:
+        gone = set(left_out)
+        items[:] = [item for item in items if item not in gone]
+        config.hook.pytest_deselected(items=left_out)
+    config.stash[SAMPLED_KEY] = dict(counts)
+
+
+SAMPLED_KEY = pytest.StashKey[dict]()
+#: Samples drawn inside a test (which notebooks the JupyterLab test opened): one line each, in the summary.
+SAMPLE_NOTES: list[str] = []
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if run_everything():
+        return "course sweeps: all parameters (COURSE_TEST_ALL=1)"
+    return (f"course sweeps: sampled with seed {sample_seed()} (rerun this sample: COURSE_SAMPLE_SEED={sample_seed()}; "
+            "every parameter: make test-all or COURSE_TEST_ALL=1)")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    counts = config.stash.get(SAMPLED_KEY, {})
+    if counts or SAMPLE_NOTES:
+        terminalreporter.section("sampled sweeps (make test-all runs every parameter)")
+        for key, (kept, total) in sorted(counts.items()):
+            terminalreporter.write_line(f"{key}: {kept} of {total} parameters (seed {sample_seed()})")
+        for note in SAMPLE_NOTES:
+            terminalreporter.write_line(note)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rootdir = config.rootpath
     modules = {}  # file -> its test module, for the files collected
+    keys: dict[pytest.Item, str] = {}  # item -> "file::test function"
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.slow)
@@ -74,12 +180,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         file = item.path.relative_to(rootdir).as_posix() if item.path.is_relative_to(rootdir) else str(item.path)
         if getattr(item, "module", None) is not None:
             modules[file] = item.module
-        if f"{file}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS:
+        keys[item] = f"{file}::{getattr(item, 'originalname', item.name)}"
+        if keys[item] in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
-    stale = sorted(key for key in SLOW_TESTS
-                   if key.split("::")[0] in modules and not hasattr(modules[key.split("::")[0]], key.split("::")[1]))
-    if stale:
-        raise pytest.UsageError(f"conftest.py SLOW_TESTS names tests that do not exist any more: {stale}")
+    for name, listed in (("SLOW_TESTS", SLOW_TESTS), ("SAMPLED_TESTS", SAMPLED_TESTS)):
+        stale = sorted(key for key in listed if key.split("::")[0] in modules
+                       and not hasattr(modules[key.split("::")[0]], key.split("::")[1]))
+        if stale:
+            raise pytest.UsageError(f"conftest.py {name} names tests that do not exist any more: {stale}")
+    _sample_sweeps(config, items, keys)
     # The site test last: it builds from the notebooks nbval has executed in this session (site_cache.py).
     items.sort(key=lambda item: item.path.name == "test_site.py")
 

@@ -14,8 +14,10 @@ reachable from the home page is visited, and each must:
 - show every image, loaded (``naturalWidth > 0``).
 
 Every link to the site (``href``, fragments included) must lead to a page or file that exists and to an
-element with that id; every notebook in notebooks/ must have its page, in the navigation. Screenshots of the
-course's pages (their first screen) go to tests/browser.py's SCREENSHOTS folder.
+element with that id; every notebook in notebooks/ must have its page, in the navigation. The executed
+notebooks the site shows are also the student-version run of every notebook: every cell ran, no error, nothing
+on stderr, every check "not implemented yet" (what tests/test_browser_lab.py asserts on the notebooks it opens).
+Screenshots of the course's pages (their first screen) go to tests/browser.py's SCREENSHOTS folder.
 """
 
 from __future__ import annotations
@@ -33,10 +35,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
+import nbformat
 import pytest
 from browser import SCREENSHOTS, chromium
-from conftest import ROOT
+from conftest import NOTEBOOKS, ROOT
+from nbtools import check_statuses, load
 from site_cache import load_build_site
+
+from course_lib.exercises.notebooks import exercise_cells
 
 pytestmark = pytest.mark.slow
 
@@ -72,9 +78,10 @@ def _nbval_executed_all() -> bool:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
-    """The site, built from the notebooks nbval executed in this session when it executed them all, else in
-    smoke mode (executed notebooks cached in build/site-cache, keyed on their sources: see tools/build_site.py)."""
+def site_build(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> tuple[Path, bool]:
+    """The site and its mode (True: full step counts): built from the notebooks nbval executed in this session
+    when it executed them all, else in smoke mode (executed notebooks cached in build/site-cache, keyed on their
+    sources: see tools/build_site.py)."""
     recorder = pytestconfig.pluginmanager.get_plugin("course-site-cache")
     full = _nbval_executed_all()
     if recorder is not None and set(recorder.written) == set(load_build_site().notebooks()):
@@ -86,7 +93,68 @@ def site(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "build_site.py"), "--out", str(out)],
                             env=env, capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, f"the site did not build:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
-    return out
+    return out, full
+
+
+@pytest.fixture(scope="module")
+def site(site_build: tuple[Path, bool]) -> Path:
+    return site_build[0]
+
+
+def student_run_problems(exercises: list[str], executed: nbformat.NotebookNode) -> list[str]:
+    """What is wrong with an executed student notebook (whose exercises are ``exercises``): a code cell that did
+    not run, an error or anything on stderr, a check cell missing or saying other than "not implemented yet"."""
+    problems = []
+    for i, cell in enumerate(executed.cells):
+        if cell.cell_type != "code":
+            continue
+        if cell.execution_count is None:
+            problems.append(f"cell {i}: did not run")
+        for out in cell.outputs:
+            if out.output_type == "error" or out.get("name") == "stderr":
+                problems.append(f"cell {i}: {out.get('ename', '')} {out.get('evalue', out.get('text', ''))[:400]}")
+    statuses = check_statuses(executed)
+    if sorted(statuses) != sorted(exercises):
+        problems.append(f"check cells {sorted(statuses)} != exercises {sorted(exercises)}")
+    problems += [f"check {name} says {status!r}, expected 'not implemented yet'"
+                 for name, status in statuses.items() if status != "not implemented yet"]
+    return problems
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_student_version_ran_with_untouched_stubs(site_build: tuple[Path, bool], notebook: Path) -> None:
+    """The committed (student) notebook as the site shows it, i.e. as nbval executed it under ``make test``:
+    every code cell ran, none shows an error or anything on stderr, every check says "not implemented yet".
+
+    These are the assertions of the JupyterLab test (tests/test_browser_lab.py), which in CI opens only a
+    sample of the notebooks: here they hold for every notebook, on an execution already made.
+    """
+    build_site = load_build_site()
+    executed = build_site.cached_notebook(build_site.default_cache(), notebook,
+                                          build_site.environment_key(site_build[1]))
+    names = [name for _, _, name in exercise_cells(load(notebook))]
+    problems = student_run_problems(names, nbformat.read(executed, as_version=4))
+    assert not problems, f"{notebook.name} ({'full' if site_build[1] else 'smoke'} run):\n" + "\n".join(problems)
+
+
+def test_student_run_problems_are_found() -> None:
+    """The assertions above can fail: a cell not run, stderr, an error, a check that passed or is missing."""
+    new = nbformat.v4
+    check = {"course": {"exercise": "f", "role": "check"}}
+    nb = new.new_notebook(cells=[
+        new.new_code_cell("x", execution_count=1, outputs=[new.new_output("stream", name="stdout", text="x")]),
+        new.new_code_cell("check('f')", execution_count=2, metadata=check,
+                          outputs=[new.new_output("stream", name="stdout", text="f: not implemented yet\n")])])
+    assert student_run_problems(["f"], nb) == []
+    nb.cells[0].execution_count = None
+    nb.cells[0].outputs.append(new.new_output("stream", name="stderr", text="UserWarning: careful"))
+    nb.cells[0].outputs.append(new.new_output("error", ename="ValueError", evalue="bad", traceback=[]))
+    nb.cells[1].outputs[0].text = "f: passed\n"
+    problems = student_run_problems(["f", "g"], nb)
+    assert [p.split(":")[0] for p in problems[:3]] == ["cell 0"] * 3, problems
+    assert "UserWarning" in problems[1] and "ValueError bad" in problems[2]
+    assert "check cells ['f'] != exercises ['f', 'g']" in problems[3]
+    assert problems[4] == "check f says 'passed', expected 'not implemented yet'"
 
 
 @pytest.fixture(scope="module")
