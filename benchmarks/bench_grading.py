@@ -1,4 +1,4 @@
-"""Grading throughput: submissions per minute for a notebook with five exercises (target: >= 30 at --jobs 2 on 2 idle cores).
+"""Grading throughput: submissions per minute for a five-exercise notebook (target: >= 30, --jobs 2, 2 idle cores).
 
 Grades a class of submissions of the five-exercise assignment in ``tests/grading_fixtures/fx_assignment/``
 with the real command path (``course_lib.grading.cli.grade_many``: a fresh bubblewrap sandbox per
