@@ -191,3 +191,26 @@ def test_scratch_folders_of_a_dead_run_are_removed_and_live_ones_kept(tmp_path) 
         (folder / "course_lib").mkdir(parents=True)
     assert remove_stale(tmp_path) == [stale]
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_a_sandbox_group_gets_one_cpus_worth_of_time_where_the_host_allows() -> None:
+    """cgroup v1 ``cpu.cfs_quota_us`` / v2 ``cpu.max``: one CPU per sandbox (--jobs 2 on 2 cores stay fair)."""
+    import os
+    from pathlib import Path
+
+    from course_lib.grading.cgroups import SandboxCgroup
+
+    group = SandboxCgroup(64, 2048, cpus=1.0)
+    try:
+        if not group.active or not group.cpu_limited:
+            pytest.skip("this host does not let the grader make CPU control groups (not root, or no cpu controller)")
+        folder = group.dirs.get("cpu", group.dirs["pids"])
+        if (folder / "cpu.max").exists():
+            assert (folder / "cpu.max").read_text().split()[:2] == ["100000", "100000"]
+        else:
+            assert (folder / "cpu.cfs_quota_us").read_text().strip() == "100000"
+            assert (folder / "cpu.cfs_period_us").read_text().strip() == "100000"
+        assert any(str(folder / "cgroup.procs") in part for part in group.wrap(["true"]))
+        assert os.geteuid() == 0 and Path(folder).is_dir()
+    finally:
+        group.remove()
