@@ -183,26 +183,28 @@ def _vjp(out: Any, sources: list[torch.Tensor], params: dict[str, torch.Tensor]
 
 def observe(impl: Callable[..., Any], case: Any, grad: bool = False, differentiable: bool = False,
             seed: int | None = None, train_mode: bool = False, watch: Sequence[str] = (),
-            trace: bool = False) -> Observation:
+            trace: bool = False, ignore_threads: frozenset[int] = frozenset()) -> Observation:
     """Call ``impl`` on ``case`` and record what happened (see the module docstring); exceptions propagate.
 
     A class is constructed with ``case.init`` and given ``case.state``'s weights (by name: a module whose
     weights are named otherwise raises :class:`WeightsMismatchError` with the names), then put in eval
     mode. With ``trace`` the call runs under :func:`~course_lib.exercises.tracing.tracing` (``watch``:
-    functions to spot). With ``seed``, PyTorch's global generator is seeded for the call and restored after.
+    functions to spot; ``ignore_threads``: threads there before the learner's code, not counted).
+    With ``seed``, PyTorch's global generator is seeded for the call and restored after.
     """
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(seed)
-        return _observe(impl, case, grad or differentiable, differentiable, seed, train_mode, watch, trace)
+        return _observe(impl, case, grad or differentiable, differentiable, seed, train_mode, watch,
+                        trace, ignore_threads)
 
 
 def _observe(impl: Callable[..., Any], case: Any, grad: bool, differentiable: bool, seed: int | None,
-             train_mode: bool, watch: Sequence[str], trace: bool) -> Observation:
+             train_mode: bool, watch: Sequence[str], trace: bool, ignore_threads: frozenset[int]) -> Observation:
     obs = Observation()
     args, kwargs = _clone(tuple(case.args), differentiable), _clone(dict(case.kwargs), differentiable)
     with torch.set_grad_enabled(grad):
-        with tracing(watch) if trace else _no_trace() as record:
+        with tracing(watch, ignore_threads) if trace else _no_trace() as record:
             obj = _build(impl, case)
             if isinstance(obj, torch.nn.Module):
                 obj.eval()

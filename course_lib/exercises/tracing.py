@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Trace", "tracing", "matching_ops", "watch_key", "resolve_watch"]
+__all__ = ["Trace", "tracing", "matching_ops", "watch_key", "resolve_watch", "thread_idents"]
 
 # Captured once, at import: later changes to these modules' attributes do not change what is used here.
 _SETPROFILE = sys.setprofile
@@ -176,6 +176,11 @@ class _Recorder:
                 self.trace.tampering.add(key.removeprefix("builtin:"))
 
 
+def thread_idents() -> frozenset[int]:
+    """The Python threads alive now (a baseline that :func:`tracing` can leave out of its count)."""
+    return frozenset(_CURRENT_FRAMES())
+
+
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
     """File descriptor 2 sent to the null device for the block (C++ code writes there, not to sys.stderr)."""
@@ -196,13 +201,14 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def _other_threads(own: int) -> int:
-    return sum(1 for ident in _CURRENT_FRAMES() if ident != own)
+def _other_threads(own: int, ignore: frozenset[int]) -> int:
+    return sum(1 for ident in _CURRENT_FRAMES() if ident != own and ident not in ignore)
 
 
 @contextlib.contextmanager
-def tracing(watch: Sequence[str] = ()) -> Iterator[Trace]:
-    """Record what the block runs (see the module docstring); ``watch``: dotted names of functions to spot.
+def tracing(watch: Sequence[str] = (), ignore_threads: frozenset[int] = frozenset()) -> Iterator[Trace]:
+    """Record what the block runs (see the module docstring); ``watch``: dotted names of functions to spot;
+    ``ignore_threads``: idents of threads that were there before any learner code ran (not counted).
 
     ``trace.complete`` is True only when the record was still in place when the block ended: the profiler
     still on and this recorder still the profile function.
@@ -210,7 +216,7 @@ def tracing(watch: Sequence[str] = ()) -> Iterator[Trace]:
     own = _GET_IDENT()
     recorder = _Recorder(resolve_watch(watch), own)
     trace = recorder.trace
-    trace.threads = _other_threads(own)
+    trace.threads = _other_threads(own, ignore_threads)
     previous = _GETPROFILE()
     profiler = torch.autograd.profiler.profile(use_kineto=False)
     intact = False
@@ -223,7 +229,7 @@ def tracing(watch: Sequence[str] = ()) -> Iterator[Trace]:
         finally:
             intact = _GETPROFILE() is recorder
             _SETPROFILE(previous)
-            trace.threads = max(trace.threads, _other_threads(own))
+            trace.threads = max(trace.threads, _other_threads(own, ignore_threads))
     finally:
         try:
             with _quiet_stderr():

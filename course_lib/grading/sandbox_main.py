@@ -191,9 +191,10 @@ def identity_check(namespace: dict[str, Any], target: str | None = None) -> Call
     return check
 
 
-def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inputs: dict[str, Any]
-                  ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Observe ``impl`` on every hidden case; ``(JSON answer, arrays)``. No verdict: the facts only."""
+def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inputs: dict[str, Any],
+                  ignore_threads: frozenset[int] = frozenset()) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Observe ``impl`` on every hidden case; ``(JSON answer, arrays)``. No verdict: the facts only.
+    ``ignore_threads``: the threads alive before any learner code ran (the runner's, none in the sandbox)."""
     from course_lib.exercises.core import Case
     from course_lib.exercises.observation import observe, plain_observation
     from course_lib.grading.codec import decode_value, encode_value
@@ -210,7 +211,7 @@ def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inp
             plain = plain_observation(observe(
                 impl, case, grad=bool(exercise["grad"]), differentiable=bool(exercise["differentiable"]),
                 seed=exercise.get("seed"), train_mode=bool(exercise.get("train_mode")),
-                watch=tuple(exercise.get("watch", ())), trace=True))
+                watch=tuple(exercise.get("watch", ())), trace=True, ignore_threads=ignore_threads))
             entry["output"] = encode_value(plain.pop("output"), arrays, strict=False)
             entry["observed"] = encode_value(plain, arrays, strict=False, dicts=True)
             entry["status"] = "ok"
@@ -231,6 +232,9 @@ class Runner:
     def __init__(self, job: dict[str, Any]) -> None:
         self.exercises: list[dict[str, Any]] = job["exercises"]
         self.notebook = Notebook(job["setup"])
+        from course_lib.exercises.tracing import thread_idents
+
+        self.baseline = thread_idents()  # before any learner code: threads started later count
 
     def cell(self, number: int) -> dict[str, Any]:
         exercise, nb = self.exercises[number], self.notebook
@@ -253,7 +257,7 @@ class Runner:
         with np.load(io.BytesIO(blob), allow_pickle=False) as data:
             inputs = {k: data[k] for k in data.files}
         impl = self.notebook.namespace.get(self.exercises[number]["target"])
-        return observe_cases(self.exercises[number], impl, request.get("cases", []), inputs)
+        return observe_cases(self.exercises[number], impl, request.get("cases", []), inputs, self.baseline)
 
     def check(self, number: int) -> dict[str, Any]:
         exercise, namespace = self.exercises[number], self.notebook.namespace
