@@ -1,11 +1,9 @@
 """The student and solved versions of every notebook.
 
 - the committed (student) version runs to the end, and every check cell says "not implemented yet": that
-  run is nbval's (asserted on its outputs in ``tests/test_site.py``, every notebook) and JupyterLab's
-  (``tests/test_browser_lab.py``, a sample in CI), not a third execution here;
+  run is ``tests/test_browser_lab.py``'s, in JupyterLab itself (one execution of each notebook fewer);
 - the solved version (stubs filled from course_lib by ``solve``) runs, every check cell says "passed", and no
-  cell prints a warning or anything on stderr (``make test`` runs a third of the notebooks, drawn from the
-  run's seed; ``make test-all`` all of them: ``SAMPLED_TESTS`` in conftest.py);
+  cell prints a warning or anything on stderr;
 - every exercise a notebook's checks module declares has its exercise cell and its check cell;
 - ``unsolve(solve(nb))`` gives the committed notebook back (nbgrader's markers round-trip);
 - an exercise cell that stops with a syntax error, or defines a misspelt name, breaks no later cell.
