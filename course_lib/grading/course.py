@@ -153,8 +153,9 @@ class CourseCopy:
                 folder = scratch_folder("lib")
                 atexit.register(shutil.rmtree, folder, True)
                 own = self.checks_module and not self.checks_module.startswith("course_lib.")
-                build_library(folder, [self.specs[n].exercise.reference for n in sorted(withheld)],
-                              self.folder if own else None, self.checks_module)
+                chosen = [self.specs[n].exercise for n in sorted(withheld)]
+                build_library(folder, [ex.reference for ex in chosen], self.folder if own else None,
+                              self.checks_module, exercises=chosen)
                 folder.chmod(0o755)
                 self._libs[withheld] = folder
             return self._libs[withheld]

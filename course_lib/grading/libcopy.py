@@ -102,9 +102,12 @@ def _copy_course(target: Path) -> None:
 
 
 def build_library(folder: Path, references: Iterable[Any], assignment: Path | None = None,
-                  checks: str = "") -> list[str]:
+                  checks: str = "", exercises: Iterable[Any] | None = None) -> list[str]:
     """Write the sandbox's ``course_lib`` (and an assignment's own modules from ``assignment``, its checks
-    module ``checks`` left out) into ``folder``; return the keys of the references withheld."""
+    module ``checks`` left out) into ``folder``; return the keys of the references withheld.
+
+    ``exercises``: the exercises those references belong to (the grader passes its course copy's, so that no
+    other notebook's checks module is imported); by default looked up among all registered exercises."""
     _copy_course(folder / "course_lib")
     if assignment is not None:
         for path in sorted(assignment.glob("*.py")):
@@ -112,7 +115,8 @@ def build_library(folder: Path, references: Iterable[Any], assignment: Path | No
                 shutil.copyfile(path, folder / path.name)
     references = list(references)
     in_copy = [r for r in references if _module_file(folder, getattr(r, "__module__", "")) is not None]
-    exercises = [ex for ex in registered_exercises() if any(ex.reference is r for r in in_copy)]
+    known = registered_exercises() if exercises is None else list(exercises)
+    exercises = [ex for ex in known if any(ex.reference is r for r in in_copy)]
     helpers = [p for p in graded_parts(exercises)
                if p.role == "helper" and _module_file(folder, p.key.rpartition(".")[0]) is not None]
     rewrite_parts(folder, {p.key: edition_stand_in(p, stand_in_kind(p.key)) for p in helpers}, keep_decorators=True)
