@@ -163,7 +163,7 @@ from course_lib.grading import cli
 
 
 def slow_fake(path, config, courses=None):
-    time.sleep(0.1)  # long enough for the two runs to interleave their writes
+    time.sleep(0.4)  # long enough for the two runs to overlap even when one starts late (2.4 s a run)
     return T.fake_grade(path, config, courses)
 
 
