@@ -142,7 +142,14 @@ class Gradebook:
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            for attempt in range(600):  # another run creating the same gradebook holds it: switching to WAL
+                try:  # does not wait for a busy lock, so wait here (up to 60 s)
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    break
+                except sqlite3.OperationalError as err:
+                    if "locked" not in str(err) or attempt == 599:
+                        raise
+                    time.sleep(0.1)
             self._db.execute("PRAGMA foreign_keys=ON")
             with self._write() as db:
                 for statement in _SCHEMA.split(";"):
