@@ -232,16 +232,12 @@ class ForbiddenCallError(Exception):
 
 def _owner_and_attribute(dotted: str) -> tuple[Any, str]:
     """The object holding the last part of ``dotted`` (a module or a class) and that part's name."""
-    parts = dotted.split(".")
-    for split in range(len(parts) - 1, 0, -1):
-        try:
-            owner: Any = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        for part in parts[split:-1]:
-            owner = getattr(owner, part)
-        return owner, parts[-1]
-    raise ExerciseDefinitionError(f"forbidden call {dotted!r} is not a dotted name of a module attribute")
+    from .tracing import owner_and_attribute
+
+    found = owner_and_attribute(dotted)
+    if found is None:
+        raise ExerciseDefinitionError(f"forbidden call {dotted!r} is not a dotted name of a module attribute")
+    return found
 
 
 @contextlib.contextmanager

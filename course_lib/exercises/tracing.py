@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Trace", "tracing", "matching_ops", "watch_key", "resolve_watch", "thread_idents"]
+__all__ = ["Trace", "tracing", "matching_ops", "watch_key", "resolve_watch", "thread_idents", "owner_and_attribute"]
 
 # Captured once, at import: later changes to these modules' attributes do not change what is used here.
 _SETPROFILE = sys.setprofile
@@ -118,21 +118,27 @@ def resolve_watch(dotted: Sequence[str]) -> dict[str, str]:
     return found
 
 
-def _resolve(dotted: str) -> Any:
+def owner_and_attribute(dotted: str) -> tuple[Any, str] | None:
+    """``(the module or class holding the last part of dotted, that part's name)``: the module is the longest
+    importable prefix (``"torch.Tensor.softmax"`` gives ``(torch.Tensor, "softmax")``); None if none resolves."""
     parts = dotted.split(".")
     for split in range(len(parts) - 1, 0, -1):
         try:
-            obj: Any = importlib.import_module(".".join(parts[:split]))
+            owner: Any = importlib.import_module(".".join(parts[:split]))
         except ImportError:
             continue
         try:
-            for part in parts[split:]:
-                obj = getattr(obj, part)
+            for part in parts[split:-1]:
+                owner = getattr(owner, part)
         except AttributeError:
             return None
-        return obj
+        return owner, parts[-1]
     return None
 
+
+def _resolve(dotted: str) -> Any:
+    found = owner_and_attribute(dotted)
+    return None if found is None else getattr(found[0], found[1], None)
 
 def _tamper_keys() -> set[str]:
     keys = set()
