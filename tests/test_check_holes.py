@@ -4,7 +4,6 @@ a hint; each is judged from the observation of the call, so the grader rejects i
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 import course_lib.checks  # noqa: F401 - registers the course's exercises
@@ -43,13 +42,9 @@ def test_checkpoint_averaging_in_float64_or_returning_the_input_itself_fails() -
 
 
 def test_dropout_before_the_pooler_fails_in_training_mode() -> None:
-    class ClassificationHead(nn.Module):
-        def __init__(self, d_model: int, num_classes: int, dropout: float = 0.1) -> None:
-            super().__init__()
-            self.pooler = nn.Linear(d_model, d_model)
-            self.dropout = nn.Dropout(dropout)
-            self.classifier = nn.Linear(d_model, num_classes)
+    reference = get_exercise("classification_head").reference
 
+    class ClassificationHead(reference):  # right in eval mode; dropout on the [CLS] vector, not the pooled one
         def forward(self, hidden):
             return self.classifier(torch.tanh(self.pooler(self.dropout(hidden[:, 0]))))
 
@@ -60,12 +55,11 @@ def test_dropout_before_the_pooler_fails_in_training_mode() -> None:
 def test_a_module_with_other_weight_names_gets_the_names_and_a_hint() -> None:
     reference = get_exercise("classification_head").reference
 
-    class ClassificationHead(nn.Module):
+    class ClassificationHead(reference):
         def __init__(self, d_model: int, num_classes: int, dropout: float = 0.1) -> None:
-            super().__init__()
-            self.dense = nn.Linear(d_model, d_model)  # called pooler in the stub
-            self.dropout = nn.Dropout(dropout)
-            self.classifier = nn.Linear(d_model, num_classes)
+            super().__init__(d_model, num_classes, dropout)
+            self.dense = self.pooler  # called pooler in the stub
+            del self.pooler
 
         def forward(self, hidden):
             return self.classifier(self.dropout(torch.tanh(self.dense(hidden[:, 0]))))

@@ -94,18 +94,6 @@ def _clone(value: Any, grad: bool = False) -> Any:
     return value
 
 
-def _detached(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, tuple):
-        return tuple(_detached(v) for v in value)
-    if isinstance(value, list):
-        return [_detached(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _detached(v) for k, v in value.items()}
-    return value
-
-
 def argument_names(impl: Callable[..., Any], n_args: int) -> list[str]:
     """Parameter names for the first ``n_args`` positional arguments (of ``forward`` for a class)."""
     target = getattr(impl, "forward", impl) if inspect.isclass(impl) else impl
@@ -212,7 +200,7 @@ def _observe(impl: Callable[..., Any], case: Any, grad: bool, differentiable: bo
         obs.trace = record
     names = argument_names(impl, len(args))
     obs.output = out
-    obs.inputs_after = [_detached(a) for a in args] + [_detached(kwargs[k]) for k in sorted(kwargs)]
+    obs.inputs_after = [_clone(a) for a in args] + [_clone(kwargs[k]) for k in sorted(kwargs)]
     obs.aliases = _aliases(out, args, kwargs, names)
     obs.connected = [t.requires_grad for t in floating_tensors(out)]
     if differentiable:
