@@ -218,3 +218,26 @@ def test_a_sandbox_group_gets_one_cpus_worth_of_time_where_the_host_allows() -> 
         assert os.geteuid() == 0 and Path(folder).is_dir()
     finally:
         group.remove()
+
+
+def test_a_thread_or_process_started_inside_the_call_earns_nothing() -> None:
+    """No other thread is alive when the call starts or ends, the gradients are right: starting it is recorded."""
+    import os
+
+    def in_a_thread(x, dim=-1):
+        out = []
+        worker = threading.Thread(target=lambda: out.append(torch.softmax(x, dim)))
+        worker.start()
+        worker.join()
+        return out[0]
+
+    def forks(x, dim=-1):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        return _own_softmax(x, dim)
+
+    for impl in (in_a_thread, forks):
+        status, message, *_ = _grade("stable_softmax", impl)
+        assert status == "forbidden" and "thread or a process" in message, (impl.__name__, status, message)

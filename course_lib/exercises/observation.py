@@ -273,18 +273,19 @@ def _forbidden(exercise: Any, trace: Any, threads: bool) -> list[Problem]:
         return [Problem("record", "no record of what your code ran came back (the grader's record was "
                                   "removed or never made)")]
     problems = []
-    ops = [str(o) for o in _list(trace.get("ops"))][:10_000]
+    ops = [str(o)[:100] for o in _list(trace.get("ops"))][:10_000]
     hit = matching_ops(ops, tuple(getattr(exercise, "forbidden_ops", ())))
-    calls = sorted({str(c) for c in _list(trace.get("calls"))})[:20]
+    calls = sorted({str(c)[:100] for c in _list(trace.get("calls"))})[:20]
     if hit or calls:
         what = ", ".join(calls + hit[:4])
         problems.append(Problem("forbidden", f"your code ran {what}, which this exercise asks you to build "
                                              f"yourself from smaller operations (whatever name reached it)"))
-    tampering = sorted({str(t) for t in _list(trace.get("tampering"))})[:5]
+    tampering = sorted({str(t)[:100] for t in _list(trace.get("tampering"))})[:5]
     count = trace.get("threads")
     if tampering or trace.get("complete") is not True:
-        problems.append(Problem("record", "the record of what your code ran was switched off while it ran" + (
-            f" (it called {', '.join(tampering)})" if tampering else "")))
+        problems.append(Problem("record", "the record of what your code ran was switched off, or your code "
+                                          "started a thread or a process, while it ran" + (
+                                              f" (it called {', '.join(tampering)})" if tampering else "")))
     elif threads and isinstance(count, int) and not isinstance(count, bool) and count > 0:
         problems.append(Problem("record", f"{count} other thread(s) ran beside your code while it was "
                                           f"checked: an exercise's function must do its work itself"))

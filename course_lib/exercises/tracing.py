@@ -10,8 +10,9 @@ runs:
   composite ones included), from PyTorch's own profiler, which sees them whatever Python name reached them;
 - ``calls``: which *watched* functions ran (a Python function is recognised by its code object, a built-in by
   its owner and name), so a pure-Python route such as ``F.multi_head_attention_forward`` is seen too;
-- ``tampering``: calls that would switch the record off (``sys.setprofile``, the profiler's own switches), and
-  ``threads``: Python threads other than the caller's alive during the call (the record follows one thread).
+- ``tampering``: calls that would switch the record off (``sys.setprofile``, the profiler's own switches) or
+  start a thread or a process during the call (the record follows one thread), and ``threads``: Python
+  threads other than the caller's alive when the call starts or ends.
 
 The record is *data*: the grader receives it from its sandbox and decides there (``Trace.as_plain``), the
 in-notebook check decides on it in the learner's kernel. Code running in the same interpreter could still
@@ -56,6 +57,10 @@ _TAMPER_NAMES = {
     ("torch._C._autograd", "_enable_profiler_legacy"), ("torch._C._autograd", "_enable_profiler"),
     ("torch._C._autograd", "_prepare_profiler"), ("torch._C", "_pop_torch_dispatch_stack"),
     ("torch._C", "_set_dispatch_mode"), ("torch._C", "_unset_dispatch_mode"),
+    # work handed to a thread or a process started during the call, where the record does not follow
+    ("_thread", "start_new_thread"), ("_thread", "start_joinable_thread"), ("_thread", "start_new"),
+    ("os", "fork"), ("os", "forkpty"), ("os", "posix_spawn"), ("os", "posix_spawnp"), ("os", "system"),
+    ("os", "execv"), ("os", "execve"), ("_posixsubprocess", "fork_exec"),
 }
 
 
