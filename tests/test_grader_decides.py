@@ -241,3 +241,18 @@ def test_a_thread_or_process_started_inside_the_call_earns_nothing() -> None:
     for impl in (in_a_thread, forks):
         status, message, *_ = _grade("stable_softmax", impl)
         assert status == "forbidden" and "thread or a process" in message, (impl.__name__, status, message)
+
+
+def test_running_pytorchs_own_layer_in_a_layer_exercise_earns_nothing() -> None:
+    """Notebooks 05 and 06 compare the learner's layers with nn.TransformerEncoderLayer/DecoderLayer: a forward
+    that runs PyTorch's layer (here beside the right answer, whose numbers are then right) is forbidden."""
+    reference = get_exercise("encoder_layer").reference
+
+    class EncoderLayer(reference):
+        def forward(self, x, mask=None):
+            torch.nn.TransformerEncoderLayer(x.shape[-1], 1, batch_first=True)(x)
+            return super().forward(x, mask)
+
+    status, message, *_ = _grade("encoder_layer", EncoderLayer)
+    assert status == "forbidden" and "TransformerEncoderLayer" in message, (status, message)
+    assert _grade("encoder_layer", reference)[0] == "pass"

@@ -22,6 +22,11 @@ from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
 from course_lib.layers import EncoderLayer, FeedForward, mean_pool
 
+#: PyTorch's own Transformer layers: an encoder or decoder layer exercise that runs them earns nothing.
+PYTORCH_LAYERS = ("torch.nn.TransformerEncoderLayer.forward", "torch.nn.TransformerDecoderLayer.forward",
+                  "torch.nn.TransformerEncoder.forward", "torch.nn.TransformerDecoder.forward",
+                  "torch.nn.Transformer.forward")
+
 NOTEBOOK = "05_encoder"
 
 
@@ -311,6 +316,9 @@ ENCODER_LAYER = register(Exercise(
     points=2,
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=EncoderLayer,
+    # PyTorch's own layers are what notebooks 05 and 06 compare with: running them is not writing the layer.
+    forbidden_calls=PYTORCH_LAYERS,
+    forbidden_ops=("transformer_encoder_layer", "transformer_decoder"),
     summary="EncoderLayer.forward: self-attention and feed-forward sub-layers with residuals and LayerNorm, "
             "post-LN and pre-LN",
     **public_and_hidden(_encoder_cases),

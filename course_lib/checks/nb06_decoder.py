@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from course_lib.checks.nb05_encoder import random_state
+from course_lib.checks.nb05_encoder import PYTORCH_LAYERS, random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
 from course_lib.layers import DecoderLayer
@@ -183,6 +183,9 @@ DECODER_LAYER = register(Exercise(
     points=2,
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=DecoderLayer,
+    # PyTorch's own layers are what notebooks 05 and 06 compare with: running them is not writing the layer.
+    forbidden_calls=PYTORCH_LAYERS,
+    forbidden_ops=("transformer_encoder_layer", "transformer_decoder"),
     summary="DecoderLayer.forward: masked self-attention, encoder-decoder attention, feed-forward, with "
             "residuals and LayerNorm (post-LN and pre-LN)",
     **public_and_hidden(_decoder_cases),
