@@ -256,3 +256,18 @@ def test_running_pytorchs_own_layer_in_a_layer_exercise_earns_nothing() -> None:
     status, message, *_ = _grade("encoder_layer", EncoderLayer)
     assert status == "forbidden" and "TransformerEncoderLayer" in message, (status, message)
     assert _grade("encoder_layer", reference)[0] == "pass"
+
+
+@pytest.mark.slow
+def test_a_torch_compiled_softmax_earns_nothing() -> None:
+    """Compiled (dynamic shapes, warmed up before the call): its kernels are not dispatcher operators, so the
+    record sees no softmax on a warm shape; entering compiled code is recorded instead (15 s to compile)."""
+    compiled = torch.compile(lambda x, dim: torch.softmax(x, dim), dynamic=True)
+    for n in (3, 4, 5):
+        compiled(torch.randn(2, n), -1)
+
+    def stable_softmax(x, dim=-1):
+        return compiled(x, dim)
+
+    status, message, *_ = _grade("stable_softmax", stable_softmax)
+    assert status == "forbidden" and "torch.compile" in message, (status, message)

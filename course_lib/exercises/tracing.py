@@ -159,6 +159,8 @@ def _tamper_keys() -> set[str]:
 
 
 _TAMPER = _tamper_keys()
+#: Where a call of a ``torch.compile``'d function enters PyTorch's compiled code.
+_COMPILED_ENTRY = os.path.join("torch", "_dynamo", "eval_frame.py")
 
 
 def matching_ops(ops: Sequence[str] | set[str], patterns: Sequence[str]) -> list[str]:
@@ -179,6 +181,8 @@ class _Recorder:
             key = f"code:{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
             if key in self.watched:
                 self.trace.calls.add(self.watched[key])
+            if code.co_filename.endswith(_COMPILED_ENTRY):  # torch.compile'd code: its kernels are not operators
+                self.trace.tampering.add("torch.compile (compiled code, whose operators the record cannot see)")
         elif event == "c_call":
             key = _builtin_key(arg)
             if key in self.watched:
