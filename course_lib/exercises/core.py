@@ -127,9 +127,9 @@ class Exercise:
             output (see :func:`run_case`). Catches ``.item()``/``.numpy()``/``torch.tensor(...)`` that cut the
             graph and in-place writes that autograd refuses, which give the right numbers but fail in training.
         forbidden_calls: dotted names of functions the learner is asked to do without (``"torch.softmax"``
-            in the exercise that writes a softmax): while the learner's code runs they are replaced by a
-            tripwire that raises :class:`ForbiddenCallError` (see :func:`forbid_calls`); the grading command
-            does the same in its kernel.
+            in the exercise that writes a softmax): the check and the grader spot a call of any of them in
+            the record of what ran, whatever name reached it (:mod:`course_lib.exercises.tracing`);
+            :func:`run_case` also switches them off by name while it runs (:func:`forbid_calls`).
         forbidden_ops: parts of PyTorch operator names (``"softmax"`` matches ``aten::_softmax`` and
             ``aten::_log_softmax``) that the learner's code must not run: judged from what ran, whatever
             name reached it (:mod:`course_lib.exercises.tracing`); ``forbidden_calls`` are spotted the same way.

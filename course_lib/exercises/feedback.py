@@ -34,8 +34,9 @@ NOT_DIFFERENTIABLE_HINT = (
     "use torch.where or masked_fill, which return new tensors.")
 WEIGHTS_HINT = ("keep the layers the stub's __init__ creates, with the same names and sizes (self.w_q, ...): the "
                 "check gives your module the course's weights by name, so that equal code gives equal numbers.")
-FORBIDDEN_CALL_HINT = ("this exercise asks you to build the function from smaller operations: the library "
-                       "function that does it all is switched off while the check runs.")
+FORBIDDEN_CALL_HINT = ("this exercise asks you to build the function from smaller operations: the check sees "
+                       "which of PyTorch's operations ran, so the library function that does it all counts "
+                       "whatever name it is reached by.")
 _SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", NOT_DEFINED: "❓", ERROR: "💥", INVALID: "⚠️"}
 
 
