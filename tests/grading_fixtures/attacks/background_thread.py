@@ -1,4 +1,4 @@
-# expect: forbidden,fail
+# expect: forbidden
 # Checks in reach: hand the work to a thread started in the cell, which the record of one thread cannot see.
 import queue
 import threading
