@@ -21,9 +21,8 @@ import course_lib.checks  # noqa: F401 - registers the course's exercises
 from course_lib.exercises import get_exercise
 from course_lib.exercises.feedback import inputs_as_plain, reference_observation, run_check
 from course_lib.exercises.tracing import thread_idents
-from course_lib.grading.codec import encode_cases
+from course_lib.grading.codec import encode_cases, npz_bytes
 from course_lib.grading.course import ExerciseSpec
-from course_lib.grading.executor import npz_bytes
 from course_lib.grading.judge import judge
 from course_lib.grading.sandbox_main import observe_cases
 

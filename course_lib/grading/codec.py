@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["encode_value", "decode_value", "encode_cases", "Unsupported"]
+__all__ = ["encode_value", "decode_value", "encode_cases", "Unsupported", "npz_bytes"]
 
 _TORCH_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
                                       torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)}
@@ -123,3 +123,12 @@ def encode_cases(cases: Sequence[Any]) -> tuple[dict[str, np.ndarray], list[dict
             "state": None if case.state is None else encode_value(dict(case.state), arrays),
         })
     return arrays, described
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """Arrays as the bytes of an uncompressed ``.npz`` (a request's inputs, an answer's outputs)."""
+    import io
+
+    blob = io.BytesIO()
+    np.savez(blob, **arrays)
+    return blob.getvalue()

@@ -34,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from . import codec
 from .cgroups import SandboxCgroup
+from .codec import npz_bytes
 from .results import UntrustedData, parse_header
 from .sandbox import SandboxRun, command, unsandboxed_command
 from .scratch import scratch_folder
 
-__all__ = ["Limits", "Plan", "execute", "MAX_FRAMES", "npz_bytes"]
+__all__ = ["Limits", "Plan", "execute", "MAX_FRAMES"]
 
 _MB = 1 << 20
 #: The largest message a sandbox may send (one exercise's observations); one answer is kept per request.
@@ -273,15 +273,6 @@ class _Grading:
                 group.remove()
 
 
-def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
-    """Arrays as the bytes of an uncompressed ``.npz`` (what a request carries)."""
-    import io
-
-    blob = io.BytesIO()
-    np.savez(blob, **arrays)
-    return blob.getvalue()
-
-
 def execute(library: Callable[[frozenset[int]], Path], plan: Plan, limits: Limits, deadline: float,
             judge: Judge) -> tuple[dict[int, dict[str, Any]], int, list[str]]:
     """Run the plan's exercises (those with a cell); ``(outcomes by exercise number, sandboxes started, notes)``.
@@ -310,5 +301,3 @@ def execute(library: Callable[[frozenset[int]], Path], plan: Plan, limits: Limit
     counted = [f"{note} ({grading.notes.count(note)} time(s))" for note in notes]
     return grading.outcomes, starts, counted
 
-
-encode_cases = codec.encode_cases  # the hidden cases, as the "cases" request carries them

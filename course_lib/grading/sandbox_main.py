@@ -60,13 +60,10 @@ def apply_limits(limits: dict[str, int]) -> None:
 
 def send(header: dict[str, Any], arrays: dict[str, Any] | None = None) -> None:
     """One frame to the grader: the JSON header and, when given, the arrays as an uncompressed ``.npz``."""
-    import numpy as np
+    from course_lib.grading.codec import npz_bytes
 
-    blob = io.BytesIO()
-    if arrays is not None:
-        np.savez(blob, **arrays)
     data = json.dumps(header, ensure_ascii=True).encode("ascii")
-    payload = struct.pack(">I", len(data)) + data + blob.getvalue()
+    payload = struct.pack(">I", len(data)) + data + (npz_bytes(arrays) if arrays is not None else b"")
     view = memoryview(struct.pack(">Q", len(payload)) + payload)
     while view:
         view = view[_WRITE(_CHANNEL, view):]
