@@ -59,7 +59,7 @@ def test_declaration_is_valid(ex: Exercise) -> None:
 
 def test_first_check_imports_only_its_notebooks_checks() -> None:
     """A fresh interpreter's first check imports the one module that declares the exercise, and no other."""
-    code = ("import sys\nfrom course_lib.checks import check\nfrom course_lib.layers import mean_pool\n"
+    code = ("import sys\nfrom course_lib.checks import check\nfrom course_lib.models.layers import mean_pool\n"
             "check('mean_pool')\n"
             "print(sorted(m for m in sys.modules if m.startswith('course_lib.checks.')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
@@ -70,7 +70,7 @@ def test_first_check_imports_only_its_notebooks_checks() -> None:
 
 
 def test_check_finds_the_name_where_it_is_called() -> None:
-    from course_lib.basics import stable_softmax  # noqa: F401  (what the exercise cell would define)
+    from course_lib.models.softmax import stable_softmax  # noqa: F401  (what the exercise cell would define)
 
     assert check("stable_softmax") is stable_softmax
 
@@ -152,7 +152,7 @@ def test_wrong_return_type_is_named() -> None:
 
 
 def test_wrong_shape_is_named() -> None:
-    from course_lib.basics import stable_softmax
+    from course_lib.models.softmax import stable_softmax
 
     result = run_check("stable_softmax", lambda x, dim=-1: stable_softmax(x, dim=dim).unsqueeze(0))
     assert result.status == "failed" and "expected shape (3,), got (1, 3)" in result.message
@@ -189,7 +189,7 @@ def test_code_that_changes_its_input_fails_and_names_it() -> None:
 
 def test_right_numbers_without_gradients_fail_where_the_notebooks_train() -> None:
     """Found from the student's seat: these passed the check, then the notebook's training cell crashed."""
-    from course_lib.layers import mean_pool
+    from course_lib.models.layers import mean_pool
 
     def through_numpy(x, mask):
         return torch.from_numpy(mean_pool(x.detach(), mask).numpy())
@@ -209,7 +209,7 @@ def test_right_numbers_without_gradients_fail_where_the_notebooks_train() -> Non
     assert result.status == "failed" and "backpropagating" in result.message
 
     def item_loss(logits, target, smoothing=0.1, ignore_index=0):
-        from course_lib.training import label_smoothed_cross_entropy
+        from course_lib.training.engine import label_smoothed_cross_entropy
         return torch.tensor(label_smoothed_cross_entropy(logits, target, smoothing, ignore_index).item())
 
     assert run_check("label_smoothed_cross_entropy", item_loss).status == "failed"
@@ -225,7 +225,7 @@ def test_sys_exit_in_learner_code_is_an_error_verdict() -> None:
 def test_numpy_scalar_counts_as_the_number() -> None:
     import numpy as np
 
-    from course_lib.baselines import max_path_length
+    from course_lib.models.baselines import max_path_length
 
     assert run_check("max_path_length", lambda *a, **k: np.int64(max_path_length(*a, **k))).passed
     result = run_check("max_path_length", lambda *a, **k: [max_path_length(*a, **k)])
@@ -235,7 +235,7 @@ def test_numpy_scalar_counts_as_the_number() -> None:
 def test_namedtuple_output_is_read_as_a_tuple() -> None:
     from collections import namedtuple
 
-    from course_lib.attention import MultiHeadAttention
+    from course_lib.models.attention import MultiHeadAttention
 
     Out = namedtuple("Out", "output weights")
 
@@ -261,7 +261,7 @@ def test_namedtuple_output_is_read_as_a_tuple() -> None:
 
 
 def test_integer_output_must_stay_integer() -> None:
-    from course_lib.transformer import shift_right
+    from course_lib.models.transformer import shift_right
 
     result = run_check("shift_right", lambda *a, **k: shift_right(*a, **k).float())
     assert result.status == "failed" and "integer tensor" in result.message

@@ -26,7 +26,6 @@ import pytest
 from conftest import NOTEBOOKS, ROOT
 from nbtools import load
 
-from course_lib.basics import stable_softmax
 from course_lib.exercises import get_exercise
 from course_lib.exercises.feedback import run_check
 from course_lib.exercises.notebooks import exercise_cells, solve
@@ -38,6 +37,7 @@ from course_lib.grading.report import csv_safe, escape_markdown
 from course_lib.grading.results import UntrustedData, load_arrays, parse_header
 from course_lib.grading.runner import STANDARD_IMPORTS, GradeConfig, grade_submission, read_submission
 from course_lib.grading.sandbox import SandboxUnavailable, probe
+from course_lib.models.softmax import stable_softmax
 
 NB00 = ROOT / "notebooks" / "00_welcome.ipynb"
 FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
@@ -145,10 +145,10 @@ def test_policy_refuses_hostile_constructs(name: str) -> None:
 
 
 REFERENCE_CALLS = [
-    "from course_lib.basics import stable_softmax as ref\n" + HDR + "    return ref(x, dim)\n",
+    "from course_lib.models.softmax import stable_softmax as ref\n" + HDR + "    return ref(x, dim)\n",
     "from course_lib import stable_softmax as s\n" + HDR + "    return s(x, dim)\n",
-    "import course_lib.basics\n" + HDR + "    return course_lib.basics.stable_softmax(x, dim)\n",
-    "from course_lib import basics\n" + HDR + "    return basics.stable_softmax(x, dim)\n",
+    "import course_lib.models.softmax\n" + HDR + "    return course_lib.models.softmax.stable_softmax(x, dim)\n",
+    "from course_lib.models import softmax\n" + HDR + "    return softmax.stable_softmax(x, dim)\n",
 ]
 
 
@@ -159,7 +159,8 @@ def test_policy_refuses_calling_the_reference(source: str) -> None:
 
 
 def test_policy_sees_a_reference_bound_by_the_setup_and_a_subclass_of_a_reference_class() -> None:
-    namespace = setup_namespace(STANDARD_IMPORTS + ["from course_lib.basics import stable_softmax as softmax_ref"])
+    namespace = setup_namespace(STANDARD_IMPORTS
+                                + ["from course_lib.models.softmax import stable_softmax as softmax_ref"])
     got = check_source(HDR + "    return softmax_ref(x, dim)\n", stable_softmax, namespace)
     assert got and got[0].kind == "reference"
     sys.path.insert(0, str(FX.parent))
@@ -344,7 +345,8 @@ NB00_ATTACKS: dict[str, tuple[str, str, str]] = {
     "blank_later_cells": ("get_ipython().input_transformers_cleanup.append(lambda lines: [])\n" + HDR +
                           "    return x\n", "forbidden", "get_ipython"),
     "read_files": (HDR + "    secret = open('/etc/hostname').read()\n    return x\n", "forbidden", "opens files"),
-    "calls_the_reference": ("from course_lib.basics import stable_softmax as ref\n" + HDR + "    return ref(x, dim)\n",
+    "calls_the_reference": ("from course_lib.models.softmax import stable_softmax as ref\n" + HDR
+                            + "    return ref(x, dim)\n",
                             "forbidden", "reference"),
 }
 
@@ -822,18 +824,19 @@ def test_without_a_sandbox_every_report_says_so(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", [True, False], ids=["policy", "runtime-only"])
 def test_a_reference_reached_through_a_course_model_or_module_earns_nothing(tmp_path: Path, policy: bool) -> None:
-    """Notebook 11: BERT builds its head from the withheld ClassificationHead, and course_lib.pretraining imports
-    the withheld mlm_loss and mask_tokens. Taking them from there gets the sandbox's stand-ins (which forward to
-    the learner's own, here itself), never the reference; the static policy refuses the lookups first."""
+    """Notebook 11: BERT builds its head from the withheld ClassificationHead, and
+    course_lib.training.pretraining imports the withheld mlm_loss and mask_tokens. Taking them from there gets the
+    sandbox's stand-ins (which forward to the learner's own, here itself), never the reference; the static policy
+    refuses the lookups first."""
     nb = load(ROOT / "notebooks" / "11_bert.ipynb")
     order = [ex for _, _, ex in exercise_cells(nb)]
     attacks = {
-        "classification_head": "from course_lib.bert import BERT\n"
+        "classification_head": "from course_lib.models.bert import BERT\n"
                                "ClassificationHead = type(BERT(10, d_model=8, num_heads=2, num_layers=1, max_len=4,"
                                " num_classes=2).head)\n",
-        "mlm_loss": "from course_lib import pretraining\n"
+        "mlm_loss": "from course_lib.training import pretraining\n"
                     "def mlm_loss(logits, labels):\n    return pretraining.mlm_loss(logits, labels)\n",
-        "mask_tokens": "from course_lib.pretraining import mlm_batches\n"
+        "mask_tokens": "from course_lib.training.pretraining import mlm_batches\n"
                        "def mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=None):\n"
                        "    return mlm_batches.__globals__['mask_tokens'](tokens, mask_id, vocab_size, special_ids)\n",
     }

@@ -12,7 +12,7 @@ import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.seq2seq import additive_attention
+from course_lib.models.seq2seq import additive_attention
 
 NOTEBOOK = "09_why_self_attention"
 

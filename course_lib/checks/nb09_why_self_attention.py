@@ -3,7 +3,7 @@
 - ``max_path_length(layer, n, k=3, r=4)``: fewest layers connecting the first and last of n positions;
 - ``layer_flops(layer, n, d, k=3, r=4)``: multiply-adds of one layer on n vectors of width d.
 
-Both references live in :mod:`course_lib.baselines`; ``tests/test_baselines.py`` verifies them against
+Both references live in :mod:`course_lib.models.baselines`; ``tests/test_baselines.py`` verifies them against
 real layer stacks and PyTorch's ``FlopCounterMode``.
 """
 
@@ -13,9 +13,9 @@ import math
 
 import torch
 
-from course_lib.baselines import layer_flops, max_path_length
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
+from course_lib.models.baselines import layer_flops, max_path_length
 
 NOTEBOOK = "09_why_self_attention"
 

@@ -14,7 +14,7 @@ Example (the warm-up exercise of notebook 00)::
 
     register(Exercise(
         name="stable_softmax", notebook="00_welcome", points=1,
-        reference=course_lib.basics.stable_softmax,
+        reference=course_lib.models.softmax.stable_softmax,
         public_cases=cases, hidden_cases=cases,
         mistakes=[Mistake("no shift", naive_softmax, "Subtract the maximum before exp().")],
     ))
