@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
-from course_lib.models.baselines import bag_of_words_accuracy  # noqa: E402
+from course_lib.evaluation.bag_of_words import bag_of_words_accuracy  # noqa: E402
 from course_lib.models.bert import BERT  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
 from course_lib.training.pretraining import DocstringData, accuracy, fine_tune, labelled_subset, pretrain_mlm  # noqa: E402

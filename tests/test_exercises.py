@@ -225,7 +225,7 @@ def test_sys_exit_in_learner_code_is_an_error_verdict() -> None:
 def test_numpy_scalar_counts_as_the_number() -> None:
     import numpy as np
 
-    from course_lib.models.baselines import max_path_length
+    from course_lib.models.complexity import max_path_length
 
     assert run_check("max_path_length", lambda *a, **k: np.int64(max_path_length(*a, **k))).passed
     result = run_check("max_path_length", lambda *a, **k: [max_path_length(*a, **k)])

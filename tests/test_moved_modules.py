@@ -128,8 +128,13 @@ def test_a_package_that_took_an_old_module_name_serves_its_names(package: str, n
 
 
 def test_names_that_moved_out_of_a_module_still_resolve() -> None:
-    from course_lib.models import baselines, vit
+    from course_lib.evaluation import bag_of_words
+    from course_lib.models import baselines, complexity, vit
 
+    with pytest.warns(CourseDeprecationWarning, match=r"use course_lib\.models\.complexity\.layer_flops"):
+        assert baselines.layer_flops is complexity.layer_flops
+    with pytest.warns(CourseDeprecationWarning, match=r"use course_lib\.evaluation\.bag_of_words"):
+        assert baselines.bag_of_words_accuracy is bag_of_words.bag_of_words_accuracy
     with pytest.warns(CourseDeprecationWarning, match=r"use course_lib\.models\.baselines\.SmallCNN"):
         assert vit.SmallCNN is baselines.SmallCNN
 

@@ -15,7 +15,7 @@ import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.models.baselines import layer_flops, max_path_length
+from course_lib.models.complexity import layer_flops, max_path_length
 
 NOTEBOOK = "09_why_self_attention"
 

@@ -10,7 +10,7 @@
   single model obtained by averaging the last 5 checkpoints"), one entry at a time with
   :func:`average_weights`, the reference of notebook 12's exercise.
 - :func:`transformer_forward_macs` and :func:`training_flops`: the cost of training the base and big
-  models, from the layer counts of :func:`course_lib.models.baselines.layer_flops`, to set beside the paper's
+  models, from the layer counts of :func:`course_lib.models.complexity.layer_flops`, to set beside the paper's
   Table 2 (3.3e18 and 2.3e19 FLOPs) and its "3.5 days on 8 P100 GPUs".
 - :data:`PAPER_TABLE2`: the whole of the paper's Table 2, BLEU on newstest2014 beside the training cost, for
   the Transformer and the earlier models it lists.
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.models.attention import merge_heads, split_heads
-from course_lib.models.baselines import layer_flops
+from course_lib.models.complexity import layer_flops
 from course_lib.models.positional import LearnedPositionalEmbedding
 
 __all__ = [
@@ -229,7 +229,7 @@ def transformer_forward_macs(src_len: int, tgt_len: int, d_model: int, d_ff: int
                              vocab_size: int) -> int:
     """Multiply-adds of one forward pass of the encoder-decoder on one sentence pair.
 
-    From :func:`course_lib.models.baselines.layer_flops` for the self-attention layers (projections 4 n d^2, scores
+    From :func:`course_lib.models.complexity.layer_flops` for the self-attention layers (projections 4 n d^2, scores
     and weighted sum 2 n^2 d), plus what that function does not cover: the feed-forward blocks (2 n d d_ff
     each), the decoder's cross-attention (queries and output on the target, keys and values on the source:
     2 m d^2 + 2 n d^2 + 2 m n d) and the pre-softmax projection (m d V). Embedding lookups, softmax,
