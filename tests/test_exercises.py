@@ -9,6 +9,7 @@ import importlib
 import os
 import subprocess
 import sys
+import textwrap
 
 import nbformat
 import pytest
@@ -315,3 +316,61 @@ def test_declaration_with_duplicate_name_from_elsewhere_fails() -> None:
 def test_declaration_with_bad_points_fails() -> None:
     with pytest.raises(ExerciseDefinitionError, match="points"):
         register(_decl(points=0))
+
+
+# --- finding an exercise by name: a table, no prior import ------------------------------------------------------
+
+def test_every_entry_point_finds_a_course_exercise_without_importing_the_checks() -> None:
+    """In a fresh interpreter, with no ``import course_lib.checks``: run_check, check, get_exercise and the grader's
+    course copy all find the course's exercises by name, and a lookup imports only the module the table names."""
+    code = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from course_lib.exercises import check, get_exercise, run_check
+        from course_lib.models.softmax import stable_softmax
+        assert run_check("stable_softmax", stable_softmax).passed
+        loaded = sorted(m for m in sys.modules if m.startswith("course_lib.checks."))
+        assert loaded == ["course_lib.checks.nb00_welcome"], loaded
+        assert check("stable_softmax") is stable_softmax
+        assert get_exercise("additive_attention").declared_in == "course_lib.checks.nb09_why_self_attention"
+        from course_lib.grading.course import CourseCopy
+        copy = CourseCopy(Path("notebooks/00_welcome.ipynb"), seed=0)
+        print([spec.exercise.name for spec in copy.specs])
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['stable_softmax']"
+
+
+def test_the_table_of_exercises_agrees_with_the_modules_and_the_notebooks() -> None:
+    """``course_lib.checks.EXERCISES`` names each course exercise once, in the module that declares it, and that
+    module is the one the notebook's metadata names, holding exactly the notebook's exercise cells."""
+    from course_lib.checks import EXERCISES as TABLE
+    from course_lib.exercises.notebooks import exercise_cells
+
+    declared = {ex.name: ex.declared_in for ex in EXERCISES if ex.declared_in.startswith("course_lib.checks.")}
+    listed = {name: f"course_lib.checks.{module}" for module, names in TABLE.items() for name in names}
+    assert sum(len(names) for names in TABLE.values()) == len(listed), "an exercise is listed twice"
+    assert listed == declared
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        module = nb.metadata["course"]["checks"]
+        cells = [name for _, _, name in exercise_cells(nb)]
+        assert module.startswith("course_lib.checks."), (path.name, module)
+        assert cells == list(TABLE.get(module.removeprefix("course_lib.checks."), ())), (path.name, module, cells)
+
+
+def test_a_misspelt_exercise_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match=r"no exercise called 'stable_sofmax'; known exercises: .*stable_softmax"):
+        get_exercise("stable_sofmax")
+
+
+def test_exercise_grad_is_deprecated_and_no_exercise_sets_it() -> None:
+    """``Exercise.grad`` (run cases with autograd on) is used by no exercise: setting it warns, naming
+    ``differentiable``, the way gradients are judged."""
+    assert not [ex.name for ex in EXERCISES + _assignment_exercises() if ex.grad]
+    with pytest.warns(FutureWarning, match=r"Exercise\(grad=True\) is deprecated.*differentiable=True"):
+        old = Exercise(name="old_grad", notebook="x", points=1, reference=torch.relu, public_cases=[],
+                       hidden_cases=[], grad=True)
+    assert old.grad is True  # still honoured until it is removed
