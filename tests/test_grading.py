@@ -14,8 +14,12 @@ import csv
 import io
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -585,17 +589,72 @@ def _expected(path: Path) -> set[str]:
     return set(first.removeprefix("# expect: ").split(","))
 
 
-def _sandbox_processes() -> list[str]:
-    """Command lines of processes still running the sandbox's runner or an attack's shell."""
+def _descendants(pid: int) -> set[int]:
+    """The processes started by ``pid``, their children and so on (read from /proc: each process's parent)."""
+    parents = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if proc.name.isdigit():  # the command name may hold spaces and ')': the fields after the last ')' are fixed
+            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _sandbox_processes(folder: Path) -> list[str]:
+    """Command lines of the sandbox processes this test started that still run: this process's descendants, and
+    any process whose command line names this test's folder or a grader scratch folder named after this process
+    (a process that left the tree still names them). Another grading run on the machine is none of these."""
+    own = _descendants(os.getpid())
+    scratch = re.compile(rf"course-grade-[a-z]+-{os.getpid()}-")
     found = []
     for proc in Path("/proc").iterdir():
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if "sandbox_main.py" in cmd or "echo hacked" in cmd or "bwrap --unshare-all" in cmd:
+        if not ("sandbox_main.py" in cmd or "echo hacked" in cmd or "bwrap --unshare-all" in cmd):
+            continue
+        if (proc.name.isdigit() and int(proc.name) in own) or str(folder) in cmd or scratch.search(cmd):
             found.append(cmd[:200])
     return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or shutil.which("setsid") is None,
+                    reason="reads /proc and starts a detached shell with setsid (Linux)")
+def test_the_process_scan_sees_its_own_processes_only(tmp_path: Path) -> None:
+    """A process this test starts is seen (as a descendant, or by the folder it names); one started elsewhere,
+    here by a detached shell whose command line names another folder, is not."""
+    mine = subprocess.Popen(["sh", "-c", f"sleep 30; echo hacked > {tmp_path}/x"])
+    other = tmp_path.parent / "not-this-test"
+    stranger = subprocess.Popen(["setsid", "sh", "-c", f"sleep 30; echo hacked > {other}/x"],
+                                start_new_session=True)
+    try:
+        time.sleep(0.3)
+        seen = _sandbox_processes(tmp_path)
+        assert any(str(tmp_path) in cmd for cmd in seen), seen
+        assert not any(str(other) in cmd for cmd in seen), seen
+    finally:
+        for proc in (mine, stranger):
+            proc.kill()
+            proc.wait()
+        for proc in Path("/proc").iterdir():  # the detached shell left this test's tree: found by its folder
+            try:
+                if str(other).encode() in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+
+def _moved_files(folder: Path) -> list[Path]:
+    """Files an attack renamed (``*.moved``) in this test's folder or in this process's scratch folders."""
+    scratch = Path(tempfile.gettempdir()).glob(f"course-grade-*-{os.getpid()}-*")
+    return [p for root in (folder, *scratch) for p in root.rglob("*.moved")]
 
 
 @pytest.fixture(scope="module")
@@ -617,7 +676,7 @@ def attacked(tmp_path_factory) -> dict:
     reports = grade_many(paths, GradeConfig(**{**CONFIG, "cell_timeout": 15.0}, policy=False), out, jobs=2,
                          quiet=True)
     elapsed = time.monotonic() - started
-    processes = _sandbox_processes()
+    processes = _sandbox_processes(folder)
     csv_before = (out / "grades.csv").read_bytes()
     time.sleep(4)  # a detached process would act now
     return {"reports": {p.stem.removeprefix("00_welcome_"): r for p, r in zip(paths, reports, strict=True)},
@@ -642,12 +701,12 @@ def test_attacks_change_no_other_grade_leave_no_process_and_no_file(attacked) ->
     assert honest and all(r.total == r.max_total == 1 for r in honest.values()), {
         k: r.exercises[0].message for k, r in honest.items()}
     assert attacked["processes"] == [], attacked["processes"]
-    assert _sandbox_processes() == []
+    assert _sandbox_processes(attacked["folder"]) == []
     assert attacked["csv_after"] == attacked["csv_before"] and b"hacked" not in attacked["csv_after"]
     assert b"hacked" not in (attacked["out"] / "summary.csv").read_bytes()
     assert not list(attacked["folder"].glob("canary*")), list(attacked["folder"].glob("canary*"))
     assert (ROOT / "README.md").is_file()
-    assert not list(Path("/tmp").glob("*.ipynb.moved")) and not list(attacked["folder"].glob("*.moved"))
+    assert not _moved_files(attacked["folder"])
     rows = list(csv.DictReader((attacked["out"] / "grades.csv").open(encoding="utf-8")))
     assert len(rows) == len(attacked["reports"])
 
