@@ -15,6 +15,7 @@ import ast
 import functools
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import nbformat
@@ -313,6 +314,15 @@ _PACKAGES_WITH_OLD_NAMES = ("training", "generation", "experiments")
 
 
 def _repository_text_files() -> list[Path]:
+    """The repository's own text files: what git tracks or would track (generated and ignored files, such as
+    ``*.egg-info``, are not the repository's), or every file but build folders where git is missing."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                                capture_output=True, check=True).stdout.decode("utf-8").split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        listed = None
+    if listed is not None:
+        return sorted(ROOT / name for name in listed if name.endswith(_TEXT_FILES) and (ROOT / name).is_file())
     found = []
     for folder, dirs, files in os.walk(ROOT):
         dirs[:] = [d for d in dirs if not d.startswith(".") or d == ".ci"]
