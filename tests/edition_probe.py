@@ -6,7 +6,9 @@ constructs every public class and calls it, wherever the signature can be satisf
 case (a class exercise's ``init`` and ``state`` for classes), and compares with the stored expected outputs
 (or the exercise's stored judge). A callable that reproduces every public case is a violation unless it is a
 stand-in the manifest declares PyTorch-backed *and*, with those PyTorch functions switched off (a tripwire),
-it no longer reproduces them: then it computes only through PyTorch's own module. Prints a JSON report.
+it no longer reproduces them: then it computes only through PyTorch's own module. A callable the manifest does
+not name is a violation, except a class (a model built on the backed layers) that computes nothing with every
+backed stand-in's PyTorch functions switched off. Prints a JSON report.
 """
 
 from __future__ import annotations
@@ -158,6 +160,8 @@ def main() -> None:
                           and getattr(o, "__module__", None) == stem and (inspect.isfunction(o) or inspect.isclass(o))]
     report: dict[str, Any] = {"callables": len(callables), "exercises": 0, "tried": 0, "violations": [],
                               "wrappers": [], "import_failures": failed}
+    every_through = tuple(sorted({t for part in manifest["parts"].values() if part.get("kind") == "backed"
+                                  for t in part.get("through", ())}))
     for name in stored_exercises():
         data = load_exercise(name)
         cases = [case_of(e) for e in data["cases"]]
@@ -169,9 +173,15 @@ def main() -> None:
             if not reproduces(obj, data, cases):
                 continue
             key = f"{dotted}.forward" if inspect.isclass(obj) and f"{dotted}.forward" in manifest["parts"] else dotted
-            part = manifest["parts"].get(key, {})
-            through = tuple(part.get("through", ()))
-            if part.get("kind") == "backed" and through and not reproduces(obj, data, cases, through):
+            part = manifest["parts"].get(key)
+            # a declared stand-in is judged on its own PyTorch functions; another class (a model built on the
+            # backed layers) on all of them: either way, switched off, it must compute nothing. Any other
+            # function that reproduces the cases is a violation.
+            if part is None:
+                through, backed = (every_through if inspect.isclass(obj) else ()), True
+            else:
+                through, backed = tuple(part.get("through", ())), part.get("kind") == "backed"
+            if backed and through and not reproduces(obj, data, cases, through):
                 report["wrappers"].append({"exercise": name, "callable": dotted, "through": list(through)})
             else:
                 report["violations"].append({"exercise": name, "callable": dotted})

@@ -190,3 +190,53 @@ def test_a_solved_notebook_saved_with_26_mb_of_outputs_earns_full_marks(tmp_path
     assert path.stat().st_size > 26 << 20
     report = grade_submission(path, GradeConfig(seed=0, cell_timeout=20.0))  # the default limit: 20 MB of code
     assert report.status == "graded" and report.total == report.max_total == 1, report.message
+
+
+def _pasted_stand_ins(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Notebook 05 answered with the class edition's own stand-ins (PyTorch's layers and masked mean), pasted
+    into the exercise cells as a student who reads the edition's ``course_lib`` could: each must earn nothing."""
+    import inspect
+    import textwrap
+
+    from course_lib.edition import backed
+
+    def pasted(stand_in: object, call: str, cell: str) -> str:
+        helper = textwrap.dedent(inspect.getsource(stand_in)).replace(f"def {stand_in.__name__}(", "def _edition(", 1)
+        return helper + "\n\n" + cell.replace("raise NotImplementedError()", f"return _edition({call})")
+
+    out = copy.deepcopy(nb)
+    for _, cell, name in exercise_cells(out):
+        if name == "feed_forward":
+            cell.source = pasted(backed.feed_forward_forward, "self, x", cell.source)
+        elif name == "encoder_layer":
+            cell.source = pasted(backed.encoder_layer_forward, "self, x, mask", cell.source)
+        elif name == "mean_pool":
+            cell.source = "import torch\n\n" + textwrap.dedent(inspect.getsource(backed.mean_pool))
+    return out
+
+
+@pytest.mark.slow
+def test_class_edition_submissions_are_graded_as_the_course_grades_them(tmp_path: Path) -> None:
+    """Notebook 05 as the class edition ships it (``course-class-edition``): solved, it earns full marks;
+    unsolved, nothing; answered with the edition's PyTorch-backed stand-ins, nothing for those exercises."""
+    from course_lib.edition.build import build_edition
+
+    try:
+        probe()
+    except SandboxUnavailable as err:
+        pytest.skip(str(err))
+    build_edition(tmp_path / "class", [ROOT / "notebooks" / "05_encoder.ipynb"], record=False)
+    nb = load(tmp_path / "class" / "notebooks" / "05_encoder.ipynb")
+    reports = {}
+    for label, notebook in (("solved", solve(nb)), ("unsolved", nb), ("stand_ins", _pasted_stand_ins(nb))):
+        path = tmp_path / f"05_encoder_{label}.ipynb"
+        nbformat.write(notebook, path)
+        reports[label] = grade_submission(path, GradeConfig(seed=0, cell_timeout=60.0))
+    solved, unsolved, pasted = reports["solved"], reports["unsolved"], reports["stand_ins"]
+    assert solved.status == "graded" and len(solved.exercises) == 3, solved.to_dict()
+    assert solved.total == solved.max_total > 0, solved.to_dict()
+    assert unsolved.status == "graded" and unsolved.total == 0, unsolved.to_dict()
+    assert {e.exercise: e.score for e in pasted.exercises} == {"feed_forward": 0, "encoder_layer": 0,
+                                                               "mean_pool": 0}, pasted.to_dict()
+    for result in pasted.exercises:  # refused for running PyTorch's own module, not for an error of the paste
+        assert "forbidden" in (result.status + result.message + result.hint).lower(), result

@@ -27,6 +27,13 @@ PYTORCH_LAYERS = ("torch.nn.TransformerEncoderLayer.forward", "torch.nn.Transfor
                   "torch.nn.TransformerEncoder.forward", "torch.nn.TransformerDecoder.forward",
                   "torch.nn.Transformer.forward")
 
+#: PyTorch's own feed-forward block (what the class edition's ``FeedForward`` runs): the feed-forward exercise
+#: that runs it earns nothing.
+PYTORCH_FEED_FORWARD = ("torch.nn.TransformerEncoderLayer._ff_block", "torch.nn.TransformerDecoderLayer._ff_block")
+
+#: PyTorch's own masked mean (what the class edition's ``mean_pool`` runs): the pooling exercise does without it.
+PYTORCH_MASKED_MEAN = ("torch.nanmean",)
+
 NOTEBOOK = "05_encoder"
 
 
@@ -143,6 +150,8 @@ FEED_FORWARD = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=FeedForward,
     summary="FeedForward.forward: linear, activation, dropout, linear (the position-wise FFN)",
+    forbidden_calls=PYTORCH_FEED_FORWARD + PYTORCH_LAYERS,
+    forbidden_ops=("transformer_encoder_layer", "transformer_decoder"),
     **public_and_hidden(_ffn_cases),
     mistakes=[
         Mistake("no activation", _FfnNoActivation,
@@ -414,6 +423,8 @@ MEAN_POOL = register(Exercise(
     differentiable=True,  # trained through in the notebooks: gradients must flow
     reference=mean_pool,
     summary="average of the encoder's outputs over each sequence's real tokens",
+    forbidden_calls=PYTORCH_MASKED_MEAN,
+    forbidden_ops=("nanmean",),
     **public_and_hidden(_pool_cases),
     mistakes=[
         Mistake("padding included", _pool_includes_padding,

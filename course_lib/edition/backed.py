@@ -25,7 +25,8 @@ from typing import Any
 import torch
 
 __all__ = ["Backing", "BACKED", "stable_softmax", "scaled_dot_product_attention", "multi_head_attention_forward",
-           "causal_mask", "label_smoothed_cross_entropy"]
+           "causal_mask", "label_smoothed_cross_entropy", "feed_forward_forward", "encoder_layer_forward",
+           "decoder_layer_forward", "mean_pool"]
 
 
 def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -86,16 +87,12 @@ def multi_head_attention_forward(self: Any, query: torch.Tensor, key: torch.Tens
     """
     import torch.nn.functional as F
 
+    from course_lib.edition.torch_layers import blocked_mask
+
     batch, seq_q, seq_k = query.shape[0], query.shape[1], key.shape[1]
     heads = self.num_heads
-    blocked = empty = None
-    if mask is not None:
-        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-            raise TypeError("MultiHeadAttention: mask must be a boolean tensor (True = may attend) or None")
-        full = mask.reshape((1,) * max(0, 4 - mask.dim()) + tuple(mask.shape))
-        full = full.expand(batch, heads, seq_q, seq_k)  # (batch, heads, seq_q, seq_k)
-        empty = ~full.any(dim=-1, keepdim=True)  # (batch, heads, seq_q, 1): queries with no key at all
-        blocked = ~full.reshape(batch * heads, seq_q, seq_k)  # PyTorch's convention: True = may NOT attend
+    blocked = blocked_mask(mask, batch, heads, seq_q, seq_k)  # (batch * heads, seq_q, seq_k), True = may NOT
+    empty = None if blocked is None else blocked.all(dim=-1).reshape(batch, heads, seq_q, 1)  # no key at all
     bias = None if self.w_q.bias is None else torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
 
     def torch_mha(attn_mask: torch.Tensor | None, weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -146,6 +143,75 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smo
     return F.cross_entropy(flat_logits, flat_target, ignore_index=ignore_index, label_smoothing=smoothing)
 
 
+def feed_forward_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """Class edition: ``FeedForward.forward`` through the feed-forward block of PyTorch's own
+    ``nn.TransformerEncoderLayer`` (its ``_ff_block``: ``linear2(dropout(activation(linear1(x))))``), run on
+    this module's ``linear1``, ``activation``, ``dropout`` and ``linear2``; the layer's residual dropout
+    (``dropout2``) belongs to the layer that wraps this block, so it is left out here.
+
+    Shapes: ``x`` (..., d_model) -> (..., d_model).
+    """
+    from types import SimpleNamespace
+
+    from torch import nn
+
+    block = SimpleNamespace(linear1=self.linear1, activation=self.activation, dropout=self.dropout,
+                            linear2=self.linear2, dropout2=nn.Identity())
+    return nn.TransformerEncoderLayer._ff_block(block, x)  # (..., d_model)
+
+
+def encoder_layer_forward(self: Any, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Class edition: ``EncoderLayer.forward`` through PyTorch's own ``nn.TransformerEncoderLayer``, built with
+    this layer's sizes, norm placement, activation, LayerNorm epsilon and dropout and run on its weights
+    (:func:`course_lib.edition.torch_layers.run_torch_layer`; gradients reach this layer's parameters).
+
+    Shapes: ``x`` (batch, seq, d_model), ``mask`` boolean broadcastable to (batch, num_heads, seq, seq),
+    True = may attend -> (batch, seq, d_model).
+    """
+    from torch import nn
+
+    from course_lib.edition.torch_layers import blocked_mask, run_torch_layer
+
+    src_mask = blocked_mask(mask, x.shape[0], self.self_attn.num_heads, x.shape[1], x.shape[1])
+    return run_torch_layer(nn.TransformerEncoderLayer, self, (x,), {"src_mask": src_mask},
+                           {"self_attn": "self_attn"}, ("norm1", "norm2"))
+
+
+def decoder_layer_forward(self: Any, x: torch.Tensor, memory: torch.Tensor, self_mask: torch.Tensor | None = None,
+                          cross_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Class edition: ``DecoderLayer.forward`` through PyTorch's own ``nn.TransformerDecoderLayer`` on this
+    layer's weights (PyTorch calls the cross-attention ``multihead_attn``, the course ``cross_attn``).
+
+    Shapes: ``x`` (batch, tgt_len, d_model), ``memory`` (batch, src_len, d_model); ``self_mask`` boolean
+    broadcastable to (batch, num_heads, tgt_len, tgt_len), ``cross_mask`` to (batch, num_heads, tgt_len,
+    src_len), True = may attend -> (batch, tgt_len, d_model).
+    """
+    from torch import nn
+
+    from course_lib.edition.torch_layers import blocked_mask, run_torch_layer
+
+    batch, tgt_len, src_len, heads = x.shape[0], x.shape[1], memory.shape[1], self.self_attn.num_heads
+    masks = {"tgt_mask": blocked_mask(self_mask, batch, heads, tgt_len, tgt_len),
+             "memory_mask": blocked_mask(cross_mask, batch, heads, tgt_len, src_len)}
+    return run_torch_layer(nn.TransformerDecoderLayer, self, (x, memory), masks,
+                           {"self_attn": "self_attn", "multihead_attn": "cross_attn"}, ("norm1", "norm2", "norm3"))
+
+
+def mean_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Class edition: PyTorch's ``torch.nanmean`` over the real positions (padding set to NaN first).
+
+    One documented difference from the course's: a NaN in ``x`` at a real position is skipped, not propagated.
+    Shapes: ``x`` (batch, seq, d_model), ``mask`` boolean (batch, seq), True at real tokens -> (batch, d_model).
+    """
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != x.shape[:2]:
+        raise ValueError(f"mean_pool: mask must be a boolean tensor of shape (batch, seq) = {tuple(x.shape[:2])}, "
+                         f"got {getattr(mask, 'dtype', type(mask).__name__)} {tuple(getattr(mask, 'shape', ()))}")
+    if not bool(mask.any(dim=1).all()):
+        raise ValueError("mean_pool: a row of mask has no real token; its mean is undefined")
+    padded = x.masked_fill(~mask.unsqueeze(-1), float("nan"))  # (batch, seq, d_model): padding is NaN
+    return torch.nanmean(padded, dim=1)  # (batch, d_model)
+
+
 @dataclass(frozen=True)
 class Backing:
     """One stand-in: the function (its source is copied into the edition) and the PyTorch callables it runs
@@ -166,4 +232,11 @@ BACKED: dict[str, Backing] = {
         causal_mask, ("torch.nn.Transformer.generate_square_subsequent_mask",)),
     "course_lib.training.engine.label_smoothed_cross_entropy": Backing(
         label_smoothed_cross_entropy, ("torch.nn.functional.cross_entropy",)),
+    "course_lib.models.layers.FeedForward.forward": Backing(
+        feed_forward_forward, ("torch.nn.TransformerEncoderLayer._ff_block",)),
+    "course_lib.models.layers.EncoderLayer.forward": Backing(
+        encoder_layer_forward, ("torch.nn.TransformerEncoderLayer.forward",)),
+    "course_lib.models.layers.DecoderLayer.forward": Backing(
+        decoder_layer_forward, ("torch.nn.TransformerDecoderLayer.forward",)),
+    "course_lib.models.layers.mean_pool": Backing(mean_pool, ("torch.nanmean",)),
 }

@@ -27,23 +27,26 @@ import ast
 import importlib
 import inspect
 import json
+import os
 import shutil
 import sys
 import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import nbformat
 import torch
 
 import course_lib
 from course_lib.exercises import Exercise, registered_exercises, run_case
+from course_lib.exercises.feedback import reference_observation
 
 from .answers import STORED_CALLS, GradedPart, graded_parts, keys_by_module, stand_in_kind
 from .backed import BACKED
 from .record import argument_values, as_tensors
-from .stored import call_digest
+from .stored import ORDER, call_digest
 from .strip import replace_parts
 
 __all__ = ["strip_library", "build_edition", "build_student_folder", "stand_in_source", "store_exercise",
@@ -55,8 +58,9 @@ HERE = Path(__file__).resolve().parent
 #: The manifest of a built library (relative to its ``course_lib``): every graded part and its stand-in.
 MANIFEST = "edition/manifest.json"
 
-#: What of this package a student's copy holds: the checks over stored data, nothing of the builder.
-SHIPPED = ("stored.py",)
+#: What of this package a student's copy holds: the checks over stored data and the mapping of the course's layers
+#: onto PyTorch's (used by the PyTorch-backed stand-ins), nothing of the builder.
+SHIPPED = ("stored.py", "torch_layers.py")
 
 EDITION_INIT = '''"""The class edition: checks over stored data (``stored``) and its data; no graded answer is here."""
 '''
@@ -168,7 +172,8 @@ def _run_or_none(impl: Any, case: Any, exercise: Exercise) -> Any:
 
 
 def store_exercise(exercise: Exercise, folder: Path, fallback: str, judge: str = "") -> Path:
-    """Write exercise data: public cases, the reference's outputs, each mistake's outputs and hint."""
+    """Write exercise data: public cases, the reference's outputs and observations (gradients, inputs after the
+    call...: :func:`~course_lib.exercises.feedback.reference_observation`), each mistake's outputs and hint."""
     cases = exercise.cases("public", seed=0)
     expected = [as_tensors(run_case(exercise.reference, c, grad=exercise.grad, seed=exercise.seed)) for c in cases]
     data = {
@@ -176,11 +181,13 @@ def store_exercise(exercise: Exercise, folder: Path, fallback: str, judge: str =
         "is_class": exercise.is_class, "target": getattr(exercise.reference, "__name__", exercise.name),
         "fallback": fallback, "atol": float(exercise.atol), "rtol": float(exercise.rtol), "grad": exercise.grad,
         "differentiable": exercise.differentiable, "forbidden": list(exercise.forbidden_calls),
+        "forbidden_ops": list(exercise.forbidden_ops), "train_mode": exercise.train_mode,
         "seed": exercise.seed, "judge": judge,
         "cases": [{"label": c.label, "args": list(c.args), "kwargs": dict(c.kwargs),
                    "init": None if c.init is None else dict(c.init),
                    "state": None if c.state is None else dict(c.state)} for c in cases],
         "expected": expected,
+        "observations": [as_tensors(reference_observation(exercise, c)) for c in cases],  # what the check judges
         "mistakes": [{"name": m.name, "hint": m.hint, "outputs": [_run_or_none(m.impl, c, exercise) for c in cases]}
                      for m in exercise.mistakes],
     }
@@ -216,6 +223,7 @@ def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout
 
     keys = recordable(parts)
     outer = [p.key for p in parts]
+    backed = [p.key for p in parts if p.key in BACKED]  # run as the edition runs them (see record's docstring)
     merged: dict[str, dict[str, Any]] = {}
     for path in notebooks:
         nb = nbformat.read(path, as_version=4)
@@ -223,12 +231,15 @@ def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout
             out = Path(tmp) / "calls.pt"
             nb.cells.insert(0, nbformat.v4.new_code_cell(
                 f"from course_lib.edition import record\n"
-                f"record.install({keys!r}, {str(out)!r}, {checks!r}, {outer!r})"))
+                f"record.install({keys!r}, {str(out)!r}, {checks!r}, {outer!r}, {backed!r})"))
             nb.cells.append(nbformat.v4.new_code_cell("record.save()"))
-            execute_notebook(nb, path.parent, timeout=timeout, allow_errors=True)
+            with mock.patch.dict(os.environ, COURSE_WORKERS="1"):  # runs in other processes run here, recorded
+                execute_notebook(nb, path.parent, timeout=timeout, allow_errors=True)
             if out.is_file():
                 for key, calls in torch.load(out, weights_only=True).items():
+                    order = merged.get(key, {}).get(ORDER, []) + calls.pop(ORDER, [])
                     merged.setdefault(key, {}).update(calls)
+                    merged[key][ORDER] = order
     return merged
 
 

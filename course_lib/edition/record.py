@@ -4,11 +4,27 @@ A graded function with no PyTorch counterpart (notebook 04's ``padding_mask``) i
 after its exercise (``padding_mask_fn(tokens, PAD)``, the reference while the exercise is unsolved). To keep
 the class edition's notebook running unsolved without shipping the answer, the builder runs the self-study
 notebook once with :func:`install` in its kernel: every call to a graded function is recorded (a digest of
-its arguments and the output, plain tensors), and the edition's stand-in serves exactly those calls
-(:func:`course_lib.edition.stored.stored_call`), nothing else. A call whose arguments are one of the exercise's
-public cases may be stored (notebook 03 adds positions to a table of exactly one public case's size; the
-check stores that output anyway), but never all of them: then the public cases' calls are dropped, so that
-no stand-in answers the public cases as a function would.
+its arguments and the output, plain tensors, in the order the lesson made them), and the edition's stand-in
+serves those outputs and nothing else (:func:`course_lib.edition.stored.stored_call`). A call whose arguments
+are one of the exercise's public cases may be stored (notebook 03 adds positions to a table of exactly one
+public case's size; the check stores that output anyway), but never all of them: then the public cases' calls
+are dropped, so that no stand-in answers the public cases as a function would.
+
+The recording run computes what the class edition will compute, so that the edition finds every call it
+makes (the digests of the arguments match) even where the arguments come out of a model the lesson trains:
+
+- the graded parts that PyTorch stands in for in the edition (:data:`course_lib.edition.backed.BACKED`) are
+  swapped for those same stand-ins (``backed`` of :func:`install`);
+- a recorded call returns its output as the edition's stand-in returns the stored one
+  (:func:`course_lib.edition.stored.served`: a copy, no gradient back to the arguments), and leaves PyTorch's
+  random generators as they were before it (the stored output draws no random number: BERT's masking, run
+  by the reference here, would otherwise shift every later draw).
+
+Same machine, same numbers. A machine whose floating-point results differ in the last bits (another CPU,
+another BLAS) trains to other weights; a call on them is then served the output of the recorded call at the
+same place in the lesson's order with the same signature (integer data and sizes equal), and nothing when
+there is none (it says the answer is withheld). The runs that ``course_lib.training.parallel`` hands to other
+processes are recorded in the kernel (``COURSE_WORKERS=1`` while recording).
 
 Example (what the builder runs in the kernel before the notebook's first cell)::
 
@@ -18,19 +34,20 @@ Example (what the builder runs in the kernel before the notebook's first cell)::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from course_lib.exercises import get_exercise, to_plain
+from course_lib.exercises import get_exercise, registered_exercises, to_plain
 
-from .stored import call_digest
+from .stored import ORDER, call_digest, served
 
 __all__ = ["install", "save", "public_digests", "as_tensors", "argument_values"]
 
@@ -39,12 +56,14 @@ _PATH: list[Path] = []
 
 
 def as_tensors(value: Any) -> Any:
-    """A plain output (``to_plain``) with arrays turned back into tensors, as stored files hold them."""
+    """A plain output (``to_plain``; dicts too) with arrays turned back into tensors, as stored files hold them."""
     plain = to_plain(value)
 
     def back(v: Any) -> Any:
         if isinstance(v, list):
             return [back(item) for item in v]
+        if isinstance(v, dict):
+            return {key: back(item) for key, item in v.items()}
         if hasattr(v, "dtype") and hasattr(v, "shape"):
             return torch.from_numpy(v.copy())
         return v
@@ -98,23 +117,67 @@ def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str,
 
     @functools.wraps(fn)
     def recorded(*args: Any, **kwargs: Any) -> Any:
-        out = fn(*args, **kwargs)
         if _inside_a_graded_part():
-            return out
+            return fn(*args, **kwargs)
         try:
-            digest = call_digest(argument_values(fn, args, kwargs, method))
+            values = argument_values(fn, args, kwargs, method)
+            digest = call_digest(values)
         except (TypeError, AttributeError):
-            return out
-        table.setdefault(key, {})[digest] = as_tensors(out)
-        return out
+            return fn(*args, **kwargs)
+        with _random_state_kept([*args, *kwargs.values()]):
+            raw = fn(*args, **kwargs)
+            if _on_meta(raw):  # a model built on the meta device (shapes only): store the values, as on the CPU
+                with torch.device("cpu"):
+                    raw = fn(*args, **kwargs)
+            output = as_tensors(raw)
+        calls = table.setdefault(key, {})
+        calls[digest] = output
+        calls.setdefault(ORDER, []).append([digest, call_digest(values, floats_by_shape=True)])
+        return served(output, values)  # what the edition's stand-in returns for this call
 
     return recorded
 
 
+def _on_meta(value: Any) -> bool:
+    """Whether an output holds a tensor on PyTorch's ``meta`` device (a shape without values)."""
+    if isinstance(value, torch.Tensor):
+        return value.is_meta
+    return isinstance(value, (list, tuple)) and any(_on_meta(item) for item in value)
+
+
+@contextlib.contextmanager
+def _random_state_kept(arguments: Sequence[Any]) -> Iterator[None]:
+    """PyTorch's global generator and every ``torch.Generator`` among ``arguments`` as they were before."""
+    generators = [g for g in arguments if isinstance(g, torch.Generator)]
+    states = [g.get_state() for g in generators]
+    with torch.random.fork_rng(devices=[]):
+        yield
+    for generator, state in zip(generators, states, strict=True):
+        generator.set_state(state)
+
+
+def _swap_in(key: str, stand_in: Callable[..., Any]) -> None:
+    """Put the class edition's PyTorch-backed ``stand_in`` in place of graded part ``key`` in this kernel: a
+    method in its class, a function wherever ``course_lib``'s modules hold it."""
+    owner = _lookup(key.rpartition(".")[0])
+    name = key.rpartition(".")[2]
+    if isinstance(owner, type):
+        setattr(owner, name, stand_in)
+        return
+    original = getattr(owner, name)
+    for module in [m for n, m in list(sys.modules.items()) if n == "course_lib" or n.startswith("course_lib.")]:
+        for attribute, value in list(vars(module).items()):
+            if value is original:
+                setattr(module, attribute, stand_in)
+    for exercise in registered_exercises():
+        if exercise.reference is original:
+            exercise.reference = stand_in
+
+
 def install(parts: Mapping[str, str], path: str | Path, checks: str = "course_lib.checks",
-            outer: Sequence[str] = ()) -> None:
+            outer: Sequence[str] = (), backed: Sequence[str] = ()) -> None:
     """Record every call to the graded functions and methods ``parts`` (key -> exercise name); :func:`save`
-    writes them.
+    writes them. ``backed``: keys of :data:`~course_lib.edition.backed.BACKED` to run as the edition runs them.
 
     A function is replaced wherever ``course_lib``'s modules hold it (its own module and those that imported
     it by name), and so is the exercise's ``reference`` (what a failing check hands to the cells below); a
@@ -126,6 +189,11 @@ def install(parts: Mapping[str, str], path: str | Path, checks: str = "course_li
     importlib.import_module("course_lib.checks")  # the course's exercises and ``checks``'s, looked up below
     importlib.import_module(checks)
     _PATH[:] = [Path(path)]
+    if backed:
+        from .backed import BACKED
+
+        for key in backed:
+            _swap_in(key, BACKED[key].stand_in)
     for key in outer:
         obj = _lookup(key)
         code = getattr(inspect.unwrap(obj), "__code__", None) if obj is not None else None
@@ -173,6 +241,7 @@ def save() -> None:
         if public and public <= set(calls):  # every public case: none of them is kept
             for digest in public:
                 calls.pop(digest)
+            calls[ORDER] = [entry for entry in calls.get(ORDER, []) if entry[0] not in public]
     partial = _PATH[0].with_suffix(".partial")
     torch.save(_TABLE, partial)
     partial.replace(_PATH[0])  # whole or not at all, even if the kernel is stopped while saving

@@ -1,10 +1,11 @@
 """The class edition's checks and stored outputs: what a student's ``course_lib`` holds instead of answers.
 
-In the class edition, ``from course_lib.checks import check`` is this module's :func:`check`. It runs the
-learner's implementation on the exercise's public cases (stored as plain tensors at build time), compares
-with the reference's outputs stored beside them, and names a known mistake when the learner's output equals
-that mistake's stored output on the failing case: the hints work, with neither the reference nor the
-mistakes' code in the edition. The cells after a check go on with the learner's implementation when it
+In the class edition, ``from course_lib.checks import check`` is this module's :func:`check`. It observes the
+learner's implementation on the exercise's public cases (stored as plain tensors at build time) as the grader
+does (output, inputs after the call, gradients, aliasing, training mode, what ran), judges that against the
+reference's observation stored beside them, and names a known mistake when the learner's output equals that
+mistake's stored output on the failing case: the hints work, with neither the reference nor the mistakes'
+code in the edition. The cells after a check go on with the learner's implementation when it
 passed, otherwise with the edition's stand-in (PyTorch's own module, stored outputs, or a stand-in that
 says the answer is withheld).
 
@@ -26,28 +27,31 @@ from collections import ChainMap
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import torch
 
-from course_lib.exercises.core import Case, ForbiddenCallError, InputModifiedError, NotDifferentiableError, run_case
+from course_lib.exercises.core import Case
 from course_lib.exercises.feedback import (
     ERROR,
     FAILED,
-    FORBIDDEN_CALL_HINT,
     INVALID,
+    KIND_HINTS,
     NOT_DEFINED,
-    NOT_DIFFERENTIABLE_HINT,
     NOT_IMPLEMENTED,
     PASSED,
+    WEIGHTS_HINT,
     CheckResult,
     compare_outputs,
+    inputs_as_plain,
     to_plain,
 )
+from course_lib.exercises.observation import WeightsMismatchError
 
-__all__ = ["AnswerWithheld", "DATA", "add_data_folder", "check", "run_check", "stored_call", "withheld", "call_digest",
-           "load_exercise", "stored_exercises"]
+__all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "check", "run_check", "stored_call", "served",
+           "withheld", "call_digest", "load_exercise", "stored_exercises"]
 
 #: Where the edition's stored data lives: one ``<exercise>.pt`` per exercise and ``calls.pt``.
 DATA = Path(__file__).resolve().parent / "data"
@@ -68,15 +72,31 @@ def withheld(key: str, exercise: str) -> None:
         f"solve that exercise (its check then hands your implementation to the cells below)")
 
 
-def call_digest(values: Sequence[Any]) -> str:
-    """A digest of a call's argument values (plain data: tensors by dtype, shape and bytes)."""
+#: In a stored table, the key of a graded part's calls in the order the lesson made them: ``[digest, signature]``.
+ORDER = "__order__"
+
+#: Per graded part: the position in its recorded order just after the last call served (this process).
+_NEXT: dict[str, int] = {}
+
+
+def call_digest(values: Sequence[Any], floats_by_shape: bool = False) -> str:
+    """A digest of a call's argument values (plain data: tensors by dtype, shape and bytes).
+
+    With ``floats_by_shape`` a floating-point tensor counts by its dtype and shape only (the call's
+    *signature*: the same data, tokens and sizes, whatever the last bits of the floats).
+    """
     h = hashlib.sha256()
 
     def feed(value: Any) -> None:
         if isinstance(value, torch.Tensor):
             t = value.detach().cpu().contiguous()
             h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            if floats_by_shape and (t.is_floating_point() or t.is_complex()):
+                return
             h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+        elif isinstance(value, torch.Generator):  # by its state: the same draws follow
+            h.update(b"G")
+            h.update(value.get_state().numpy().tobytes())
         elif isinstance(value, (list, tuple)):
             h.update(f"L{len(value)}".encode())
             for item in value:
@@ -93,26 +113,82 @@ def call_digest(values: Sequence[Any]) -> str:
     return h.hexdigest()
 
 
+def _tables(key: str) -> list[dict[str, Any]]:
+    return [_load(folder / "calls.pt").get(key, {}) for folder in _FOLDERS if (folder / "calls.pt").is_file()]
+
+
+def _in_order(key: str, table: dict[str, Any], column: int, wanted: str) -> str | None:
+    """The digest of the first recorded call of ``key`` from the current position on (then from the start)
+    whose digest (``column`` 0) or signature (1) is ``wanted``; the position moves past it."""
+    order = table.get(ORDER, [])
+    start = min(_NEXT.get(key, 0), len(order))
+    for i in [*range(start, len(order)), *range(start)]:
+        if order[i][column] == wanted:
+            _NEXT[key] = i + 1
+            return str(order[i][0])
+    return None
+
+
 def stored_call(key: str, exercise: str, values: Sequence[Any]) -> Any:
     """The stored output of graded part ``key`` for the argument ``values`` (in signature order, defaults
     applied; a method's ``self`` as its ``state_dict()``), as computed or recorded when the edition was
-    built; :class:`AnswerWithheld` for a call not stored."""
+    built; :class:`AnswerWithheld` for a call not stored.
+
+    A call that was recorded is found by its digest. On a machine whose floating-point results differ in the
+    last bits from the build machine's, a model the lesson trains has other weights, and its calls other
+    digests: such a call gets the output of the next recorded call in the lesson's order with the same
+    *signature* (the same integer data, sizes and dtypes, floats by shape: :func:`call_digest`). The stored
+    outputs are all it ever returns.
+    """
     digest = call_digest(values)
-    for folder in _FOLDERS:
-        table = _load(folder / "calls.pt").get(key, {}) if (folder / "calls.pt").is_file() else {}
+    for table in _tables(key):
         if digest in table:
-            return _fresh(table[digest])
+            _in_order(key, table, 0, digest)
+            return served(table[digest], values)
+    signature = call_digest(values, floats_by_shape=True)
+    for table in _tables(key):
+        found = _in_order(key, table, 1, signature)
+        if found is not None:
+            return served(table[found], values)
     withheld(key, exercise)
 
 
-def _fresh(value: Any) -> Any:
-    """A copy of a stored output that the caller may change: tensors cloned, sequences as tuples (the stored
-    files keep a function's tuple of results as a list)."""
-    if isinstance(value, torch.Tensor):
-        return value.clone()
-    if isinstance(value, list):
-        return tuple(_fresh(item) for item in value)
-    return value
+def _needs_grad(values: Sequence[Any]) -> bool:
+    """Whether autograd is on and a tensor among the call's arguments (nested in lists and dicts) requires grad."""
+    if not torch.is_grad_enabled():
+        return False
+    todo = list(values)
+    while todo:
+        value = todo.pop()
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            return True
+        if isinstance(value, (list, tuple)):
+            todo += list(value)
+        elif isinstance(value, dict):
+            todo += list(value.values())
+    return False
+
+
+def served(value: Any, values: Sequence[Any] = ()) -> Any:
+    """A stored output as a stand-in returns it: a copy the caller may change (tensors cloned, sequences as
+    tuples: the stored files keep a function's tuple of results as a list).
+
+    Stored data carries no gradient to the arguments. So that a lesson that trains through the call still
+    runs (``loss.backward()``), a floating-point output requires grad when autograd is on and an argument
+    requires grad: it is then a leaf, and nothing flows back from it. The builder's recording run
+    (:mod:`course_lib.edition.record`) returns the same, so the two runs see the same numbers.
+    """
+    grad = _needs_grad(values)
+
+    def copy(item: Any) -> Any:
+        if isinstance(item, torch.Tensor):
+            fresh = item.clone()
+            return fresh.requires_grad_(True) if grad and fresh.is_floating_point() else fresh
+        if isinstance(item, list):
+            return tuple(copy(part) for part in item)
+        return item
+
+    return copy(value)
 
 
 def add_data_folder(folder: Path) -> None:
@@ -148,7 +224,11 @@ def _case(entry: dict[str, Any]) -> Case:
 
 
 def _plain(value: Any) -> Any:
-    """A stored output (tensors, lists) as the check compares it (NumPy arrays, lists)."""
+    """Stored data (tensors, lists, dicts) as the check compares it (NumPy arrays, lists, dicts)."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
     return to_plain(value)
 
 
@@ -198,23 +278,30 @@ def _error_verdict(name: str, err: BaseException, label: str, index: int, total:
     if isinstance(err, NotImplementedError):
         return CheckResult(name, NOT_IMPLEMENTED, "replace `raise NotImplementedError()` with your code, then run "
                            "this cell again.", cases_total=total)
-    if isinstance(err, InputModifiedError):
-        return CheckResult(name, FAILED, str(err), label, "work on a copy: an in-place operation (-=, /=, "
-                           "x[...] = ..., .add_()) on an argument changes the caller's tensor too.", index, total)
-    if isinstance(err, NotDifferentiableError):
-        return CheckResult(name, FAILED, str(err), label, NOT_DIFFERENTIABLE_HINT, index, total)
-    if isinstance(err, ForbiddenCallError):
-        return CheckResult(name, FAILED, str(err), label, FORBIDDEN_CALL_HINT, index, total)
+    if isinstance(err, WeightsMismatchError):
+        return CheckResult(name, FAILED, str(err), label, WEIGHTS_HINT, index, total)
     return CheckResult(name, ERROR, f"your code raised {type(err).__name__}: {err}", label, cases_passed=index,
                        cases_total=total)
+
+
+def _judged_as(data: dict[str, Any], impl: Any) -> SimpleNamespace:
+    """What :func:`~course_lib.exercises.observation.observation_problems` reads of an exercise, from its stored
+    data (the learner's ``impl`` names the arguments, as the reference would: the signature is the stub's)."""
+    return SimpleNamespace(reference=impl, atol=data["atol"], rtol=data["rtol"], compare=_judge(data),
+                           forbidden_calls=tuple(data["forbidden"]), forbidden_ops=tuple(data["forbidden_ops"]))
 
 
 def run_check(name: str, impl: Any) -> CheckResult:
     """Run exercise ``name``'s stored public cases on ``impl``; the verdict, not printed.
 
-    The same comparison as the self-study edition's check, on the same cases, with the expected outputs and
-    the mistakes' outputs read from stored data instead of computed from the reference and the mistakes.
+    The self-study edition's check and the grader's judge, on the same cases: each call is observed
+    (:func:`~course_lib.exercises.observation.observe`: the output, the inputs after the call, the gradients,
+    which inputs the output shares memory with, the output in training mode, what ran) and judged against
+    the reference's observation stored at build time (:func:`~course_lib.exercises.observation.
+    observation_problems`). A wrong output is matched against the mistakes' stored outputs for a hint.
     """
+    from course_lib.exercises.observation import observation_problems, observe, plain_observation
+
     data = load_exercise(name)
     cases = [_case(entry) for entry in data["cases"]]
     total = len(cases)
@@ -222,19 +309,23 @@ def run_check(name: str, impl: Any) -> CheckResult:
         kind = "class (the class itself, not an instance)" if data["is_class"] else "function"
         return CheckResult(name, INVALID, f"check({name!r}, ...) expected your {kind}, got {type(impl).__name__}",
                            cases_total=total)
+    judged = _judged_as(data, impl)
     for i, case in enumerate(cases):
         try:
-            got = to_plain(run_case(impl, case, grad=data["grad"], differentiable=data["differentiable"],
-                                    forbidden=tuple(data["forbidden"]), seed=data["seed"]))
+            got = plain_observation(observe(impl, case, grad=data["grad"], differentiable=data["differentiable"],
+                                            seed=data["seed"], train_mode=data["train_mode"],
+                                            watch=judged.forbidden_calls, trace=True))
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
             return _error_verdict(name, err, case.label, i, total)
-        expected = _plain(data["expected"][i])
-        problems = _problems(data, case, expected, got)
+        expected = _plain(data["observations"][i])
+        problems = observation_problems(judged, case, expected, got, inputs_as_plain(case), threads=False)
         if problems:
-            hint = _diagnose(data, i, case, expected, got)
-            return CheckResult(name, FAILED, "\n".join(problems), case.label, hint, i, total)
+            first = problems[0]
+            hint = _diagnose(data, i, case, expected["output"], got["output"]) if first.kind == "output" else ""
+            return CheckResult(name, FAILED, "\n".join(p.message for p in problems if p.kind == first.kind),
+                               case.label, hint or KIND_HINTS.get(first.kind, ""), i, total)
     return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
 
 
