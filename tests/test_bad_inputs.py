@@ -221,7 +221,10 @@ def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
     bad = torch.tensor([[1, 25, 3]])
     with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
         model(bad)
-    with pytest.raises(ValueError, match=r"_cache: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
+    with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
+        model(bad, cache=model.make_cache())
+    with pytest.warns(FutureWarning), \
+            pytest.raises(ValueError, match=r"_cache: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
         forward_with_cache(model, bad)
     for use_cache in (True, False):
         with pytest.raises(ValueError, match=r"generate: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
@@ -229,9 +232,15 @@ def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
     with pytest.raises(ValueError, match=r"generate: tokens must be an integer tensor of shape \(batch, seq\), "
                                          r"got torch.float32 \(1, 3\)"):
         generate(model, bad.float(), max_new_tokens=2)
-    _, cache = forward_with_cache(model, torch.tensor([[1, 2], [3, 4]]))
-    with pytest.raises(ValueError, match="cache holds 1 layers for batch 2.*tokens batch 3"):
+    with pytest.warns(FutureWarning):
+        _, cache = forward_with_cache(model, torch.tensor([[1, 2], [3, 4]]))
+    with pytest.warns(FutureWarning), \
+            pytest.raises(ValueError, match="cache holds 1 layers for batch 2.*tokens batch 3"):
         forward_with_cache(model, torch.tensor([[1], [2], [3]]), cache)
+    layers = model.make_cache()
+    model(torch.tensor([[1, 2], [3, 4]]), cache=layers)
+    with pytest.raises(ValueError, match="GPT: the cache holds batch 2, tokens has batch 3"):
+        model(torch.tensor([[1], [2], [3]]), cache=layers)
 
 
 def test_attend_with_cache_names_the_mismatched_argument() -> None:
