@@ -607,3 +607,14 @@ def test_translate_task_trains_notebook_09s_recurrent_models(tmp_path, capsys) -
         assert ("attention.v" in state) == (architecture == "gru_additive") and "encoder.weight_hh_l0" in state
     code, _, err = _main(capsys, "translate", "--quick", "--set", "architecture=lstm", "--out", str(tmp_path / "x"))
     assert code == 2 and "architecture must be one of" in err
+
+
+def test_translate_task_trains_notebook_12s_key_size_and_learned_positions(tmp_path, capsys) -> None:
+    out = tmp_path / "row-b-e"
+    code, _, err = _main(capsys, "translate", "--quick", "--device", "cpu", "--no-progress", "--steps", "4",
+                         "--set", "d_k=4", "--set", "positions=learned", "--out", str(out))
+    assert code == 0, err
+    state = load_checkpoint(checkpoint_path(out / "checkpoints", 4))["model"]
+    d_model = load_config("translate", quick=True)["d_model"]
+    assert state["encoder.layers.0.self_attn.w_q.weight"].shape == (2 * 4, d_model)  # 2 heads x d_k = 4
+    assert "positional.embedding.weight" in state

@@ -79,7 +79,8 @@ COMMON_QUICK = dict(steps=30, checkpoint_every=10, batch_size=32)
 TRANSLATE_DEFAULTS = {**COMMON_DEFAULTS, **dict(
     steps=800, batch_size=128,
     d_model=128, num_heads=4, num_layers=2, d_ff=256, dropout=0.0, norm_first=True, max_len=128,
-    warmup=300, lr_scale=0.6, smoothing=0.1, bpe_vocab_size=120, architecture="transformer",
+    warmup=300, lr_scale=0.6, smoothing=0.1, bpe_vocab_size=120, architecture="transformer", d_k=0,
+    positions="sinusoidal",
     n_train=40_000, n_valid=1_000, n_test=2_000, max_number=999_999,
     train_tsv="", train_src="", train_tgt="", test_tsv="", test_src="", test_tgt="",
     eval_size=2_000, eval_max_len=40,
@@ -148,6 +149,7 @@ def build_translate(config: dict, device: torch.device) -> Setup:
     """Notebook 07: English -> German, words to BPE pieces, a pre-LN Transformer, the paper's schedule
     (``architecture="gru"`` or ``"gru_additive"``: notebook 09's recurrent encoder-decoders instead)."""
     from course_lib.decoding import translate
+    from course_lib.experiments import with_key_size, with_learned_positions
     from course_lib.metrics import translation_scores
     from course_lib.seq2seq import RNNEncoderDecoder
     from course_lib.text import BPETokenizer, TranslationDataset, Vocab, WordTokenizer, collate
@@ -166,7 +168,12 @@ def build_translate(config: dict, device: torch.device) -> Setup:
         model = Transformer(len(src_vocab), len(tgt_vocab), d_model=config["d_model"],
                             num_heads=config["num_heads"], num_encoder_layers=config["num_layers"],
                             num_decoder_layers=config["num_layers"], d_ff=config["d_ff"], dropout=config["dropout"],
-                            max_len=config["max_len"], norm_first=config["norm_first"]).to(device)
+                            max_len=config["max_len"], norm_first=config["norm_first"])
+        if config["d_k"]:  # notebook 12, Table 3 row B: another key size (0: d_model / num_heads)
+            with_key_size(model, config["d_k"])
+        if config["positions"] == "learned":  # row E
+            with_learned_positions(model)
+        model = model.to(device)
     else:  # notebook 09's recurrent encoder-decoders: the bottleneck, or additive attention
         model = RNNEncoderDecoder(len(src_vocab), len(tgt_vocab), d_model=config["d_model"],
                                   attention="additive" if config["architecture"] == "gru_additive" else None,
@@ -361,6 +368,7 @@ NOTEBOOK_MODELS: dict[str, str] = {
                              "7's three models, with notebook 07's optimiser); the recall toys train in the notebook",
     "10_language_model": "course-train lm",
     "11_bert": "course-train bert",
-    "12_paper_experiments": "course-train translate --set key=value for each of Table 3's variations "
-                            "(course_lib.ablation.train_variant runs the notebook's grid)",
+    "12_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
+                            "d_k, num_layers, d_model, d_ff, dropout, smoothing, positions=learned); "
+                            "course_lib.ablation.train_variant runs the notebook's grid",
 }
