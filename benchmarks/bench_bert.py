@@ -34,9 +34,15 @@ sys.path.insert(0, str(HERE))
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
 from course_lib.evaluation.bag_of_words import bag_of_words_accuracy  # noqa: E402
+from course_lib.evaluation.metrics import classifier_accuracy  # noqa: E402
 from course_lib.models.bert import BERT  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
-from course_lib.training.pretraining import DocstringData, accuracy, fine_tune, labelled_subset, pretrain_mlm  # noqa: E402
+from course_lib.training.pretraining import (  # noqa: E402
+    DocstringData,
+    fine_tune,
+    labelled_subset,
+    pretrain_mlm,
+)
 
 # notebooks/11_bert.ipynb, sections 2-7
 CONFIG = dict(d_model=128, num_heads=4, num_layers=2, dropout=0.0)  # notebook 11 (no dropout: see its section 5)
@@ -59,8 +65,9 @@ def one_seed(data: DocstringData, seed: int, args: argparse.Namespace) -> dict:
     scratch = BERT(data.bpe.vocab_size, max_len=data.seq_len, pad_id=data.pad_id, num_classes=len(data.classes),
                    **CONFIG)
     fine_tune(scratch, tokens, labels, args.finetune_steps, lr=args.finetune_lr, seed=seed, progress=False)
-    return {"seed": seed, "pretrained": accuracy(model, data.valid_tokens, data.valid_labels),
-            "scratch": accuracy(scratch, data.valid_tokens, data.valid_labels),
+    return {"seed": seed, "pretrained": classifier_accuracy(model, data.valid_tokens, data.valid_labels,
+                                                         classify=model.classify),
+            "scratch": classifier_accuracy(scratch, data.valid_tokens, data.valid_labels, classify=scratch.classify),
             "bag_of_words": bag_of_words_accuracy([data.train_texts[i] for i in chosen.tolist()], labels.tolist(),
                                                   data.valid_texts, data.valid_labels.tolist()),
             "mlm_loss": statistics.mean(history.losses[-50:]), "pretrain_wall": pretrain_wall,

@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
 from course_lib.data.python_docs import ByteBPE, encode_documents, python_docs_corpus  # noqa: E402
-from course_lib.generation.sampling import forward_with_cache, generate  # noqa: E402
+from course_lib.generation.sampling import generate  # noqa: E402
 from course_lib.models.gpt import GPT  # noqa: E402
 from course_lib.models.ngram import KneserNeyLM  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
@@ -81,10 +81,11 @@ def cache_speed(args: argparse.Namespace) -> dict:
             speeds[use_cache].append(args.gen_tokens / (time.perf_counter() - start))
     tokens = outputs[True]
     full = model(tokens)  # (1, 8 + gen, vocab)
-    logits, cache = forward_with_cache(model, tokens[:, :8])
+    cache = model.make_cache()  # one KVCache per layer: the model's own forward, fed the new tokens only
+    logits = model(tokens[:, :8], cache=cache)
     worst = (logits - full[:, :8]).abs().max().item()
     for t in range(8, tokens.shape[1]):
-        logits, cache = forward_with_cache(model, tokens[:, t:t + 1], cache)
+        logits = model(tokens[:, t:t + 1], cache=cache)
         worst = max(worst, (logits[:, 0] - full[:, t]).abs().max().item())
     return {"uncached": statistics.median(speeds[False]), "cached": statistics.median(speeds[True]),
             "same_tokens": bool(torch.equal(outputs[True], outputs[False])), "max_logit_diff": worst}

@@ -32,7 +32,8 @@ sys.path.insert(0, str(HERE))
 
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
-from course_lib.data.digits import accuracy, digits_split, train_classifier  # noqa: E402
+from course_lib.data.digits import digits_split, train_classifier  # noqa: E402
+from course_lib.evaluation.metrics import classifier_accuracy  # noqa: E402
 from course_lib.models.baselines import SmallCNN  # noqa: E402
 from course_lib.models.vit import VisionTransformer, count_parameters  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
@@ -53,7 +54,7 @@ def run_model(name: str, build, steps: int, seed: int, split) -> dict:
     hist = train_classifier(model, split, steps=steps, seed=seed, progress=False, desc=name, **TRAIN)
     cpu = time.process_time() - cpu0
     return {"model": name, "seed": seed, "steps": steps, "epochs": hist.epochs, "wall": hist.seconds, "cpu": cpu,
-            "test": accuracy(model, split.test_x, split.test_y), "val": hist.val_acc[-1],
+            "test": classifier_accuracy(model, split.test_x, split.test_y), "val": hist.val_acc[-1],
             "params": count_parameters(model)}
 
 

@@ -221,7 +221,10 @@ def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
     bad = torch.tensor([[1, 25, 3]])
     with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
         model(bad)
-    with pytest.raises(ValueError, match=r"_cache: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
+    with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
+        model(bad, cache=model.make_cache())
+    with pytest.warns(FutureWarning), \
+            pytest.raises(ValueError, match=r"_cache: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
         forward_with_cache(model, bad)
     for use_cache in (True, False):
         with pytest.raises(ValueError, match=r"generate: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
@@ -229,9 +232,15 @@ def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
     with pytest.raises(ValueError, match=r"generate: tokens must be an integer tensor of shape \(batch, seq\), "
                                          r"got torch.float32 \(1, 3\)"):
         generate(model, bad.float(), max_new_tokens=2)
-    _, cache = forward_with_cache(model, torch.tensor([[1, 2], [3, 4]]))
-    with pytest.raises(ValueError, match="cache holds 1 layers for batch 2.*tokens batch 3"):
+    with pytest.warns(FutureWarning):
+        _, cache = forward_with_cache(model, torch.tensor([[1, 2], [3, 4]]))
+    with pytest.warns(FutureWarning), \
+            pytest.raises(ValueError, match="cache holds 1 layers for batch 2.*tokens batch 3"):
         forward_with_cache(model, torch.tensor([[1], [2], [3]]), cache)
+    layers = model.make_cache()
+    model(torch.tensor([[1, 2], [3, 4]]), cache=layers)
+    with pytest.raises(ValueError, match="GPT: the cache holds batch 2, tokens has batch 3"):
+        model(torch.tensor([[1], [2], [3]]), cache=layers)
 
 
 def test_attend_with_cache_names_the_mismatched_argument() -> None:
@@ -333,8 +342,10 @@ def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
     tokens = torch.randint(0, 20, (8, 10))
     with pytest.raises(ValueError, match=r"fine_tune: labels must be class ids in \[0, 3\).*got ids from 5 to 5"):
         fine_tune(model, tokens, torch.full((8,), 5), 2, progress=False)
-    for fn in (lambda t, y: fine_tune(model, t, y, 2, progress=False), lambda t, y: accuracy(model, t, y)):
-        with pytest.raises(ValueError, match=r"and labels \(batch,\), got \(8, 10\) and \(7,\)"):
-            fn(tokens, torch.zeros(7, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"and labels \(batch,\), got \(8, 10\) and \(7,\)"):
+        fine_tune(model, tokens, torch.zeros(7, dtype=torch.long), 2, progress=False)
+    with pytest.warns(FutureWarning, match="classifier_accuracy"), \
+            pytest.raises(ValueError, match=r"and labels \(batch,\), got \(8, 10\) and \(7,\)"):
+        accuracy(model, tokens, torch.zeros(7, dtype=torch.long))  # the deprecated name keeps its checks
     with pytest.raises(ValueError, match="labelled_subset: per_class must be an int >= 1, got 0"):
         labelled_subset(torch.tensor([0, 1, 0, 1]), 0, seed=0)

@@ -82,10 +82,12 @@ def test_average_checkpoints_rejects_mismatches(bad, message) -> None:
 
 
 def test_key_size_attention_equals_multi_head_attention_at_d_model_over_h() -> None:
-    """With d_k = d_model / h and the same weights, row B's attention is the course's MultiHeadAttention."""
+    """With d_k = d_model / h and the same weights, row B's attention (the deprecated spelling of
+    MultiHeadAttention's d_k) is the course's MultiHeadAttention."""
     torch.manual_seed(0)
     mha = MultiHeadAttention(16, 4).eval()
-    ours = KeySizeAttention(16, 4, d_k=4).eval()
+    with pytest.warns(FutureWarning, match="MultiHeadAttention"):
+        ours = KeySizeAttention(16, 4, d_k=4).eval()
     ours.load_state_dict(mha.state_dict())
     q, kv = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
     mask = torch.tensor([True, True, True, False, False]).reshape(1, 1, 1, 5)
@@ -94,9 +96,9 @@ def test_key_size_attention_equals_multi_head_attention_at_d_model_over_h() -> N
 
 def test_with_key_size_changes_every_attention_and_the_parameter_count() -> None:
     model = with_key_size(_small(), d_k=2)
-    attentions = [m for m in model.modules() if isinstance(m, KeySizeAttention)]
+    attentions = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
     assert len(attentions) == 6  # 2 encoder self-attentions, 2 decoder self- and 2 cross-attentions
-    assert not any(isinstance(m, MultiHeadAttention) for m in model.modules())
+    assert all(m.d_k == 2 for m in attentions)
     # W_q and W_k shrink from (32, 32) to (4 * 2, 32), biases from 32 to 8: 6 attentions x 2 x (24 * 32 + 24)
     removed = sum(p.numel() for p in _small().parameters()) - sum(p.numel() for p in model.parameters())
     assert removed == 6 * 2 * (24 * 33)

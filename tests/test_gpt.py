@@ -28,9 +28,6 @@ from course_lib.data.python_docs import (
     split_documents,
 )
 from course_lib.generation.sampling import (
-    KVCache,
-    cached_attention_step,
-    forward_with_cache,
     generate,
     sample_next_token,
     top_k_filter,
@@ -164,29 +161,19 @@ def test_cached_logits_equal_uncached_at_every_step() -> None:
     _randomise(model, gen)
     tokens = torch.randint(0, VOCAB, (2, 30), generator=gen)
     full = model(tokens)  # (2, 30, vocab)
-    logits, cache = forward_with_cache(model, tokens[:, :5])  # a prompt of 5, then one token at a time
+    cache = model.make_cache()
+    logits = model(tokens[:, :5], cache=cache)  # a prompt of 5, then one token at a time
     torch.testing.assert_close(logits, full[:, :5], atol=1e-5, rtol=0)
     for t in range(5, 30):
-        logits, cache = forward_with_cache(model, tokens[:, t:t + 1], cache)
+        logits = model(tokens[:, t:t + 1], cache=cache)
         torch.testing.assert_close(logits[:, 0], full[:, t], atol=1e-5, rtol=0)
-    assert cache.length == 30 and cache.keys[0].shape == (2, HEADS, 30, D_MODEL // HEADS)
+    assert cache[0].length == 30 and cache[0].keys.shape == (2, HEADS, 30, D_MODEL // HEADS)
     gen_a = generate(model, tokens[:, :4], 20, temperature=0.8, top_k=10, generator=torch.Generator().manual_seed(5))
     gen_b = generate(model, tokens[:, :4], 20, temperature=0.8, top_k=10, generator=torch.Generator().manual_seed(5),
                      use_cache=False)
     assert torch.equal(gen_a, gen_b) and gen_a.shape == (2, 24)
     with pytest.raises(ValueError, match="max_len"):
         generate(model, tokens[:, :4], MAX_LEN, use_cache=True)
-
-
-def test_cached_attention_step_equals_full_causal_attention() -> None:
-    gen = torch.Generator().manual_seed(6)
-    layer = GPT(VOCAB, D_MODEL, HEADS, 1, D_FF, MAX_LEN).blocks.layers[0].self_attn
-    x = torch.randn(2, 9, D_MODEL, generator=gen)
-    expected, _ = layer(x, x, x, mask=causal_mask(9))
-    out, keys, values = cached_attention_step(layer, x[:, :6], None, None)
-    out2, keys, values = cached_attention_step(layer, x[:, 6:], keys, values)
-    torch.testing.assert_close(torch.cat([out, out2], 1), expected, atol=1e-6, rtol=1e-5)
-    assert isinstance(KVCache().length, int) and KVCache().length == 0
 
 
 # --- n-gram ---------------------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ import torch
 from course_lib.checks.nb11_bert import MASK_TOKENS, masking_problems
 from course_lib.data.python_docs import ByteBPE, is_validation_document
 from course_lib.data.stdlib_docstrings import docstring_task, stdlib_docstrings
+from course_lib.evaluation.metrics import classifier_accuracy
 from course_lib.exercises import Case, output_problems, run_case, run_check, to_plain
 from course_lib.models.bert import BERT, IGNORE_INDEX, mask_tokens
 from course_lib.training.pretraining import (
     SPECIAL_TOKENS,
-    accuracy,
     classification_inputs,
     fine_tune,
     labelled_subset,
@@ -149,7 +149,7 @@ def test_pretraining_lowers_the_mlm_loss_and_fine_tuning_learns_a_separable_task
     tokens = classification_inputs(bpe, texts, 12, cls, pad)
     labels = torch.tensor([0] * 20 + [1] * 20)
     fine_tune(model, tokens, labels, 40, batch_size=8, lr=1e-3, progress=False)
-    assert accuracy(model, tokens, labels) == 1.0
+    assert classifier_accuracy(model, tokens, labels, classify=model.classify) == 1.0
 
 
 def _masking_case(seed: int = 0) -> Case:

@@ -188,3 +188,42 @@ def test_length_buckets_reduce_padding(corpus) -> None:
     random.Random(0).shuffle(shuffled)
     padded_random = sum(50 * max(lengths[i] for i in shuffled[s:s + 50]) for s in range(0, 1000, 50))
     assert padded < 0.75 * padded_random
+
+
+def test_both_bpe_tokenisers_learn_their_merges_with_learn_bpe_as_before(monkeypatch) -> None:
+    """The character-level (notebook 07) and byte-level (notebooks 10, 11) tokenisers share the merge learning;
+    each gives the pieces and the tokenisation that Hugging Face's trainer gives when configured by hand (the
+    ids of equally frequent symbols are not reproducible between two runs of that trainer on tiny inputs, so
+    the pieces are compared as a set)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    import course_lib.data.python_docs
+    import course_lib.data.translation
+    from course_lib.data.python_docs import ByteBPE
+    from course_lib.data.translation import BPETokenizer, learn_bpe
+
+    texts = ["vierundsechzig", "dreiundsechzig", "vierzig", "hundert und eins"] * 3
+    by_hand = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"))
+    by_hand.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    by_hand.train_from_iterator(texts + sorted(set("".join(texts)) - {" "}), trainer=trainers.BpeTrainer(
+        vocab_size=40, min_frequency=2, special_tokens=["<unk>"], end_of_word_suffix="</w>", show_progress=False))
+    ours = BPETokenizer.train(texts, vocab_size=40)
+    assert sorted(ours._tok.get_vocab()) == sorted(by_hand.get_vocab())
+    assert [ours.tokenize(t) for t in texts] == [by_hand.encode(t).tokens for t in texts]
+    byte_hand = Tokenizer(models.BPE())
+    byte_hand.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_hand.decoder = decoders.ByteLevel()
+    byte_hand.train_from_iterator(texts, trainer=trainers.BpeTrainer(
+        vocab_size=280, min_frequency=2, special_tokens=["<|endoftext|>", "[PAD]"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    byte_ours = ByteBPE.train(texts, vocab_size=280, special_tokens=["[PAD]"])
+    assert sorted(byte_ours.tokenizer.get_vocab()) == sorted(byte_hand.get_vocab())
+    assert [byte_ours.pieces(t) for t in texts] == [byte_hand.encode(t).tokens for t in texts]
+    calls = []
+    monkeypatch.setattr(course_lib.data.translation, "learn_bpe",
+                        lambda *a, **k: calls.append(k["level"]) or learn_bpe(*a, **k))
+    monkeypatch.setattr(course_lib.data.python_docs, "learn_bpe", course_lib.data.translation.learn_bpe)
+    BPETokenizer.train(texts, vocab_size=40), ByteBPE.train(texts, vocab_size=280)
+    assert calls == ["character", "byte"]
+    with pytest.raises(ValueError, match="level must be 'character' or 'byte'"):
+        learn_bpe(texts, 40, level="word")

@@ -9,6 +9,7 @@ line naming the file or key, exit code 2)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import re
@@ -524,3 +525,96 @@ def test_a_non_finite_loss_on_one_process_stops_every_process_at_that_step(tmp_p
                               r"(?: \(on another process\))?", done.stdout))
     assert lines == [f"accumulate {k}, rank {r}: train: the loss became nan at step 3{where}"
                      for k in (1, 2) for r, where in ((0, " (on another process)"), (1, ""))], done.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# Every notebook's model: the language model (notebook 10) and BERT (notebook 11) through the same engine
+# ------------------------------------------------------------------------------------------------
+
+def test_list_and_help_name_every_notebook_that_trains_a_model(capsys) -> None:
+    """A notebook trains a model when it builds an optimizer or calls one of the course's trainers."""
+    import nbformat
+
+    from course_lib.training.cli.tasks import NOTEBOOK_MODELS, TASKS
+
+    trainers = ("torch.optim.", "make_optimizer(", "train_lm(", "pretrain_mlm(", "fit_classifier",
+                "train_classifier(", "train_variant")
+    training = {path.stem for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+                if any(word in cell.source for cell in nbformat.read(path, as_version=4).cells
+                       if cell.cell_type == "code" for word in trainers)}
+    assert {"07_training_and_decoding", "10_language_model", "11_bert"} <= training
+    assert training == set(NOTEBOOK_MODELS), "every notebook that trains a model is listed, and only those"
+    for how in NOTEBOOK_MODELS.values():
+        for task in re.findall(r"course-train (\w+)", how):
+            assert task in TASKS, how
+    code, out, _ = _main(capsys, "--list")
+    assert code == 0 and all(notebook in out for notebook in NOTEBOOK_MODELS) and "course-train lm" in out
+    with pytest.raises(SystemExit):
+        _main(capsys, "--help")
+    helped = capsys.readouterr().out
+    assert all(name in helped for name in ("lm", "bert", "10_language_model", "11_bert"))
+
+
+def test_lm_task_trains_notebook_10s_gpt_and_scores_the_validation_perplexity(tmp_path, capsys) -> None:
+    code, out, err = _main(capsys, "lm", "--quick", "--device", "cpu", "--no-progress", "--steps", "20",
+                           "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    untrained = 300  # the vocabulary: the perplexity of a uniform guess
+    assert result["task"] == "lm" and result["steps"] == 20 and 1 < result["valid_perplexity"] < untrained
+    losses = [float(row.split(",")[1]) for row in (tmp_path / "run" / "metrics.csv").read_text().splitlines()[1:]]
+    assert len(losses) == 20 and losses[-1] < losses[0]
+
+
+def _synthetic_docstrings() -> list:
+    """Docstrings of the task's six packages (each with words of its own) and of other modules: the stand-in for
+    the standard library, which takes seconds to read."""
+    from course_lib.data.stdlib_docstrings import TASK_PACKAGES, Docstring
+
+    gen = random.Random(0)
+    common = "return the value of this object and raise an error when it is missing".split()
+    found = []
+    for package in (*TASK_PACKAGES, "json", "shutil"):
+        own = [f"{package}{i}" for i in range(5)]
+        for i in range(24):
+            words = gen.choices(common, k=12) + gen.choices(own, k=4)
+            gen.shuffle(words)
+            found.append(Docstring(package, f"{package}/m.py:f{i}", " ".join(words).capitalize() + "."))
+    return found
+
+
+def test_bert_task_pretrains_and_scores_by_fine_tuning(tmp_path, capsys, monkeypatch) -> None:
+    import course_lib.training.pretraining
+
+    monkeypatch.setattr(course_lib.training.pretraining, "stdlib_docstrings", _synthetic_docstrings)
+    code, out, err = _main(capsys, "bert", "--quick", "--device", "cpu", "--no-progress", "--steps", "12",
+                           "--set", "finetune_steps=6", "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["task"] == "bert" and result["labelled_examples"] == 6 * 4
+    assert 0 <= result["valid_accuracy"] <= 100 and result["valid_docstrings"] > 0
+    losses = [float(row.split(",")[1]) for row in (tmp_path / "run" / "metrics.csv").read_text().splitlines()[1:]]
+    assert len(losses) == 12 and all(math.isfinite(loss) for loss in losses)
+
+
+def test_translate_task_trains_notebook_09s_recurrent_models(tmp_path, capsys) -> None:
+    for architecture in ("gru", "gru_additive"):
+        out = tmp_path / architecture
+        code, _, err = _main(capsys, "translate", "--quick", "--device", "cpu", "--no-progress", "--steps", "6",
+                             "--set", f"architecture={architecture}", "--out", str(out))
+        assert code == 0, err
+        state = load_checkpoint(checkpoint_path(out / "checkpoints", 6))["model"]
+        assert ("attention.v" in state) == (architecture == "gru_additive") and "encoder.weight_hh_l0" in state
+    code, _, err = _main(capsys, "translate", "--quick", "--set", "architecture=lstm", "--out", str(tmp_path / "x"))
+    assert code == 2 and "architecture must be one of" in err
+
+
+def test_translate_task_trains_notebook_12s_key_size_and_learned_positions(tmp_path, capsys) -> None:
+    out = tmp_path / "row-b-e"
+    code, _, err = _main(capsys, "translate", "--quick", "--device", "cpu", "--no-progress", "--steps", "4",
+                         "--set", "d_k=4", "--set", "positions=learned", "--out", str(out))
+    assert code == 0, err
+    state = load_checkpoint(checkpoint_path(out / "checkpoints", 4))["model"]
+    d_model = load_config("translate", quick=True)["d_model"]
+    assert state["encoder.layers.0.self_attn.w_q.weight"].shape == (2 * 4, d_model)  # 2 heads x d_k = 4
+    assert "positional.embedding.weight" in state

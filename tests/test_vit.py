@@ -16,13 +16,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.data.digits import (
-    accuracy,
     digits_loaders,
     digits_split,
     load_digits_tensors,
     random_shift,
     train_classifier,
 )
+from course_lib.evaluation.metrics import classifier_accuracy
 from course_lib.models.baselines import SmallCNN
 from course_lib.models.layers import EncoderLayer
 from course_lib.models.vit import (
@@ -397,7 +397,7 @@ def test_training_learns_and_reports() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
     split = digits_split()
-    before = accuracy(model, split.val_x, split.val_y)
+    before = classifier_accuracy(model, split.val_x, split.val_y)
     hist = train_classifier(model, split, steps=150, lr=1e-2, warmup=10, eval_every=50, max_shift=0,
                             progress=False)  # a linear model cannot undo shifts: none here
     assert len(hist.loss) == 150 and hist.eval_steps == [50, 100, 150] and len(hist.val_acc) == 3

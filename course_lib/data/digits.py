@@ -16,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.training.engine import Prediction, TrainHistory, classification_step, fused_if_supported, train
+from course_lib._deprecation import deprecated
+from course_lib.evaluation.metrics import classifier_accuracy
+from course_lib.training.engine import (
+    Prediction,
+    TrainHistory,
+    classification_step,
+    fused_if_supported,
+    train,
+    warmup_cosine_schedule,
+)
 
 __all__ = [
     "load_digits_tensors",
@@ -187,30 +195,11 @@ def digits_loaders(split: DigitsSplit, batch_size: int = 64, max_shift: int = 1,
     return train, val, test
 
 
-@torch.no_grad()
+@deprecated(replacement="course_lib.evaluation.metrics.classifier_accuracy (the one accuracy of a classifier)")
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 512) -> float:
-    """The fraction of ``images`` (n, C, H, W) that ``model`` classifies as ``labels`` (n,), in eval mode.
-
-    The model's train/eval mode is restored afterwards.
-
-    Example:
-        >>> accuracy(nn.Sequential(nn.Flatten(), nn.Linear(64, 10)), torch.zeros(4, 1, 8, 8),
-        ...          torch.zeros(4, dtype=torch.long)) in (0.0, 1.0)
-        True
-    """
-    if len(images) != len(labels):
-        raise ValueError(f"accuracy: images ({len(images)}) and labels ({len(labels)}) differ in length")
-    if len(labels) == 0:
-        raise ValueError("accuracy: no images given")
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    correct = 0
-    for start in range(0, len(labels), batch_size):
-        logits = model(images[start:start + batch_size].to(device))  # (b, num_classes)
-        correct += int((logits.argmax(-1).cpu() == labels[start:start + batch_size]).sum())
-    model.train(was_training)
-    return correct / len(labels)
+    """The fraction of ``images`` (n, C, H, W) that ``model`` classifies as ``labels`` (n,), in eval mode:
+    :func:`course_lib.evaluation.metrics.classifier_accuracy` (which this calls)."""
+    return classifier_accuracy(model, images, labels, batch_size)
 
 
 def classifier_optimizer(model: nn.Module, lr: float = 1e-3, weight_decay: float = 0.05) -> torch.optim.AdamW:
@@ -224,18 +213,6 @@ def classifier_optimizer(model: nn.Module, lr: float = 1e-3, weight_decay: float
         (no_decay if p.dim() < 2 or "token" in name or "pos" in name else decay).append(p)
     return fused_if_supported(torch.optim.AdamW, [{"params": decay, "weight_decay": weight_decay},
                                                   {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-
-
-def warmup_cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int
-                           ) -> torch.optim.lr_scheduler.LambdaLR:
-    """A linear warm-up over ``warmup`` steps, then a cosine decay to 0 at ``steps`` (a ``LambdaLR``)."""
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress_ = (step - warmup) / max(1, steps - warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * progress_))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
 def train_classifier(model: nn.Module, split: DigitsSplit, steps: int, batch_size: int = 64,
@@ -275,7 +252,7 @@ def train_classifier(model: nn.Module, split: DigitsSplit, steps: int, batch_siz
             hist.eval_steps.append(hist.steps)
             hist.train_acc.append(float((pred.logits.argmax(-1) == pred.target).float().mean()))
             if len(split.val_y):
-                hist.val_acc.append(accuracy(model, split.val_x, split.val_y))
+                hist.val_acc.append(classifier_accuracy(model, split.val_x, split.val_y, 512))
 
     try:
         train(model, train_loader, steps, optimizer, scheduler, loss_fn=nn.CrossEntropyLoss(label_smoothing=

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from course_lib.data.translation import learn_bpe
 from course_lib.validation import check_positive_ints
 
 __all__ = [
@@ -217,6 +218,11 @@ class ByteBPE:
     the exact text. Pieces usually begin with the space before a word (``"Ġfor"``). Id 0 is
     :data:`END_OF_TEXT`, which separates documents.
 
+    The course's other BPE, :class:`course_lib.data.translation.BPETokenizer` (notebook 07), merges characters
+    and has an
+    unknown piece; notebook 07 contrasts the two. Both learn their merges with
+    :func:`course_lib.data.translation.learn_bpe`.
+
     Example:
         >>> bpe = ByteBPE.train(["the cat sat on the mat"] * 3, vocab_size=270)
         >>> bpe.decode(bpe.encode("the cat sat"))
@@ -230,13 +236,13 @@ class ByteBPE:
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 1024, min_frequency: int = 2,
               special_tokens: Sequence[str] = ()) -> ByteBPE:
-        """Learn the merges from ``texts`` (the training documents only). Deterministic.
+        """Learn the merges from ``texts`` (the training documents only) with
+        :func:`course_lib.data.translation.learn_bpe`.
+        Deterministic.
 
         ``special_tokens`` (BERT's ``"[PAD]"``, ``"[CLS]"``, ``"[SEP]"``, ``"[MASK]"``) get the ids after
         :data:`END_OF_TEXT`, in order, and are never cut into pieces nor produced by a merge.
         """
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
         specials = [END_OF_TEXT, *special_tokens]
         if len(set(specials)) != len(specials):
             raise ValueError(f"ByteBPE.train: special_tokens must be distinct and not {END_OF_TEXT}, got "
@@ -244,14 +250,7 @@ class ByteBPE:
         if vocab_size < 256 + len(specials):
             raise ValueError(f"ByteBPE.train: vocab_size must be >= {256 + len(specials)} (256 bytes + "
                              f"{len(specials)} special tokens), got {vocab_size}")
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=specials, show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-        tok.train_from_iterator(list(texts), trainer=trainer)
-        return cls(tok)
+        return cls(learn_bpe(texts, vocab_size, min_frequency, specials, level="byte"))
 
     def token_id(self, token: str) -> int:
         """The id of a special token (``"[MASK]"``); a KeyError naming the known ones if it has none."""

@@ -43,7 +43,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS",
     "Pair", "NumberCorpus", "number_to_words", "make_number_corpus",
-    "Tokenizer", "WordTokenizer", "CharTokenizer", "BPETokenizer",
+    "Tokenizer", "WordTokenizer", "CharTokenizer", "learn_bpe", "BPETokenizer",
     "Vocab", "TranslationDataset", "Batch", "collate", "LengthBucketSampler", "make_loader",
     "read_tsv_pairs", "write_tsv_pairs", "read_parallel_files", "split_pairs",
 ]
@@ -221,14 +221,60 @@ class CharTokenizer:
         return "".join(tokens)
 
 
+def learn_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2, special_tokens: Sequence[str] = (),
+              level: Literal["character", "byte"] = "character"):
+    """Learn Byte-Pair Encoding merges from ``texts`` with Hugging Face ``tokenizers``; returns the trained
+    ``tokenizers.Tokenizer``. The merge learning of both of the course's BPE tokenisers.
+
+    BPE starts from single symbols and repeatedly merges the most frequent adjacent pair until the
+    vocabulary has ``vocab_size`` entries (pairs seen fewer than ``min_frequency`` times are never merged).
+    The symbols are
+
+    - ``level="character"`` (:class:`BPETokenizer`): the characters of whitespace-separated words; a piece
+      that ends a word carries ``</w>``; a character never seen is ``<unk>`` (the first special token);
+    - ``level="byte"`` (:class:`course_lib.data.python_docs.ByteBPE`, GPT-2's scheme): the 256 byte values of the UTF-8
+      text, spaces included (shown as ``Ġ``), so that nothing is unknown.
+
+    ``special_tokens`` get the first ids, in order, and are never cut or produced by a merge. Deterministic.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    texts = list(texts)
+    if level == "character":
+        tok = Tokenizer(models.BPE(unk_token=UNK, end_of_word_suffix="</w>"))
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tok.decoder = decoders.BPEDecoder(suffix="</w>")
+        specials, options = [UNK, *special_tokens], {"end_of_word_suffix": "</w>"}
+        # Every character also as a one-letter word, so that each exists as a word-final piece ("l</w>"):
+        # a test word ending in a letter no training word ends in ("null") still has pieces, not <unk>.
+        texts += sorted(set("".join(texts)) - {" "})
+    elif level == "byte":
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        specials, options = list(special_tokens), {"initial_alphabet": pre_tokenizers.ByteLevel.alphabet()}
+    else:
+        raise ValueError(f"learn_bpe: level must be 'character' or 'byte', got {level!r}")
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=specials,
+                                  show_progress=False, **options)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
 class BPETokenizer:
-    """Sub-word pieces learned by Byte-Pair Encoding (Hugging Face ``tokenizers``), trained offline.
+    """Sub-word pieces learned by Byte-Pair Encoding over characters (Hugging Face ``tokenizers``), offline.
 
     BPE starts from characters and repeatedly merges the most frequent adjacent pair of symbols in the
     training text until the vocabulary has ``vocab_size`` entries. On German numbers it learns pieces such
     as ``"hundert"``, ``"tausend"``, ``"und"``, ``"zwanzig"``: sequences become 5 to 10 times shorter than
     with characters, and each piece carries a meaning the model can align with the English words.
     Pieces that end a word carry the suffix ``</w>``, so :meth:`detokenize` can restore spaces.
+
+    Why the course has two BPE tokenisers: this one works on characters and gives readable pieces (strings)
+    that a :class:`Vocab` numbers beside words, with an ``<unk>`` piece for a character never seen;
+    :class:`course_lib.data.python_docs.ByteBPE` (notebooks 10 and 11, GPT-2's scheme) works on bytes and never meets
+    an unknown symbol. Notebook 07 contrasts the two on Korean text (every Hangul syllable is ``<unk>`` here,
+    three bytes there). Both learn their merges with :func:`learn_bpe`.
 
     Use :meth:`train` (the constructor wraps an already-trained ``tokenizers.Tokenizer``).
 
@@ -244,23 +290,12 @@ class BPETokenizer:
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 200, min_frequency: int = 2) -> BPETokenizer:
         """Learn BPE merges from ``texts`` (the training split only: the test set stays unseen)."""
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
         if vocab_size < 2:
             raise ValueError(f"BPETokenizer.train: vocab_size must be >= 2, got {vocab_size}")
         texts = list(texts)
         if not texts:
             raise ValueError("BPETokenizer.train: texts is empty")
-        tok = Tokenizer(models.BPE(unk_token=UNK, end_of_word_suffix="</w>"))
-        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        tok.decoder = decoders.BPEDecoder(suffix="</w>")
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                      special_tokens=[UNK], end_of_word_suffix="</w>", show_progress=False)
-        # Every character also as a one-letter word, so that each exists as a word-final piece ("l</w>"):
-        # a test word ending in a letter no training word ends in ("null") still has pieces, not <unk>.
-        alphabet = sorted(set("".join(texts)) - {" "})
-        tok.train_from_iterator(texts + alphabet, trainer=trainer)
-        return cls(tok)
+        return cls(learn_bpe(texts, vocab_size, min_frequency, level="character"))
 
     @property
     def vocab_size(self) -> int:

@@ -1,4 +1,5 @@
-"""Scoring translations (notebook 07): chrF and BLEU through sacrebleu, exact match, token accuracy.
+"""Scoring translations (notebook 07): chrF and BLEU through sacrebleu, exact match, token accuracy; and the
+accuracy of a classifier (notebooks 08 and 11).
 
 A German number below one million is one word ("vierundsechzig"), so word-level BLEU only rewards exact
 matches and gives 0 to a hypothesis that has one letter wrong. Two character-level scores see the near
@@ -9,15 +10,19 @@ misses:
 
 Both are sacrebleu's own implementations (corpus-level, 0 to 100). :func:`exact_match` is the strictest
 score: the fraction of sentences translated exactly right (also 0 to 100 here, to sit beside them).
+
+:func:`classifier_accuracy` is the one accuracy of a whole-input classifier (images for the ViT, ``[CLS]``
+sequences for BERT); :func:`token_accuracy` scores per-position predictions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
+from torch import nn
 
-__all__ = ["chrf", "bleu", "exact_match", "token_accuracy", "translation_scores"]
+__all__ = ["chrf", "bleu", "exact_match", "token_accuracy", "translation_scores", "classifier_accuracy"]
 
 
 def _check(hypotheses: Sequence[str], references: Sequence[str], name: str) -> None:
@@ -85,3 +90,34 @@ def translation_scores(hypotheses: Sequence[str], references: Sequence[str]) -> 
     """``{"exact": ..., "chrF": ..., "BLEU(char)": ...}`` for a list of translations."""
     return {"exact": exact_match(hypotheses, references), "chrF": chrf(hypotheses, references),
             "BLEU(char)": bleu(hypotheses, references)}
+
+
+@torch.no_grad()
+def classifier_accuracy(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int = 256,
+                        classify: Callable[[torch.Tensor], torch.Tensor] | None = None) -> float:
+    """The fraction of ``inputs`` whose most probable class is their label (0 to 1), with ``model`` in eval mode.
+
+    ``classify`` maps a batch of inputs to logits (batch, num_classes): ``model`` itself by default (a ViT on
+    images (n, C, H, W)), or a method of it (``bert.classify`` on token ids (n, seq)). The inputs go to the
+    model's device ``batch_size`` at a time; the model's train/eval mode is restored afterwards.
+
+    Example:
+        >>> classifier_accuracy(nn.Linear(2, 2), torch.zeros(4, 2), torch.zeros(4, dtype=torch.long)) in (0.0, 1.0)
+        True
+    """
+    if not isinstance(inputs, torch.Tensor) or not isinstance(labels, torch.Tensor) or labels.dim() != 1 \
+            or len(inputs) != len(labels):
+        raise ValueError(f"classifier_accuracy: inputs (n, ...) and labels (n,) must be tensors of the same "
+                         f"length n, got {tuple(getattr(inputs, 'shape', ()))} and "
+                         f"{tuple(getattr(labels, 'shape', ()))}")
+    if len(labels) == 0:
+        raise ValueError("classifier_accuracy: no inputs given (an accuracy of nothing is undefined)")
+    classify = classify if classify is not None else model
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    right = 0
+    for x, y in zip(inputs.split(batch_size), labels.split(batch_size), strict=True):
+        right += int((classify(x.to(device)).argmax(-1).cpu() == y).sum())  # logits (b, num_classes)
+    model.train(was_training)
+    return right / len(labels)

@@ -2,7 +2,8 @@
 
 - :data:`PAPER_TABLE3`: the rows of the paper's Table 3 (model variations on newstest2013) that notebook 12
   repeats in miniature, with the development perplexity and BLEU the paper printed for each.
-- :func:`with_key_size` (row B: a smaller attention key size d_k at a fixed number of heads) and
+- :func:`with_key_size` (row B: a smaller attention key size d_k at a fixed number of heads, through
+  :class:`~course_lib.models.attention.MultiHeadAttention`'s ``d_k``) and
   :func:`with_learned_positions` (row E: learned positional embeddings instead of sinusoids) change a
   :class:`course_lib.models.transformer.Transformer` in place, since its constructor ties d_k to d_model / h and
   always uses sinusoids.
@@ -23,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from course_lib.models.attention import merge_heads, split_heads
+from course_lib._deprecation import deprecated
+from course_lib.models.attention import MultiHeadAttention
 from course_lib.models.complexity import layer_flops
 from course_lib.models.positional import LearnedPositionalEmbedding
 
@@ -82,50 +83,23 @@ PAPER_TABLE3: tuple[Table3Row, ...] = (
 # Row B: attention with its own key size; row E: learned positions
 # ---------------------------------------------------------------------------------------------------
 
-class KeySizeAttention(nn.Module):
-    """Multi-head attention whose queries and keys have ``d_k`` features per head, independent of d_model / h.
+@deprecated(replacement="course_lib.models.attention.MultiHeadAttention(d_model, num_heads, dropout, d_k=d_k)")
+class KeySizeAttention(MultiHeadAttention):
+    """Multi-head attention whose queries and keys have ``d_k`` features per head, independent of d_model / h:
+    :class:`course_lib.models.attention.MultiHeadAttention` with its ``d_k`` argument (the old constructor order).
 
     The values keep ``d_v = d_model / num_heads`` per head, so the output has width d_model as before; only
-    the score q . k / sqrt(d_k) is computed in a smaller (or larger) space. This is the paper's Table 3,
-    row B ("reducing the attention key size d_k hurts model quality"). Same call as
-    :class:`course_lib.models.attention.MultiHeadAttention`: ``forward(query, key, value, mask=None,
-    need_weights=False) -> (output (batch, seq_q, d_model), None)``.
-
-    Example:
-        >>> att = KeySizeAttention(d_model=16, num_heads=4, d_k=2)
-        >>> att(torch.randn(2, 3, 16), torch.randn(2, 5, 16), torch.randn(2, 5, 16))[0].shape
-        torch.Size([2, 3, 16])
+    the score q . k / sqrt(d_k) is computed in a smaller (or larger) space (the paper's Table 3, row B).
     """
 
     def __init__(self, d_model: int, num_heads: int, d_k: int, dropout: float = 0.0) -> None:
-        super().__init__()
-        if num_heads < 1 or d_model % num_heads or d_k < 1:
-            raise ValueError(f"KeySizeAttention: d_model={d_model} must be divisible by num_heads={num_heads} "
-                             f"and d_k={d_k} must be >= 1")
-        self.d_model, self.num_heads, self.d_k, self.dropout = d_model, num_heads, d_k, dropout
-        self.w_q = nn.Linear(d_model, num_heads * d_k)  # h projections W_i^Q of width d_k, side by side
-        self.w_k = nn.Linear(d_model, num_heads * d_k)
-        self.w_v = nn.Linear(d_model, d_model)          # values keep d_v = d_model / h per head
-        self.w_o = nn.Linear(d_model, d_model)
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None, need_weights: bool = False) -> tuple[torch.Tensor, None]:
-        if need_weights:
-            raise ValueError("KeySizeAttention: need_weights=True is not supported (it uses the fused kernel)")
-        q = split_heads(self.w_q(query), self.num_heads)  # (batch, heads, seq_q, d_k)
-        k = split_heads(self.w_k(key), self.num_heads)    # (batch, heads, seq_k, d_k)
-        v = split_heads(self.w_v(value), self.num_heads)  # (batch, heads, seq_k, d_model / heads)
-        if mask is not None:
-            while mask.dim() < 4:
-                mask = mask.unsqueeze(0)                  # e.g. (seq_q, seq_k) -> (1, 1, seq_q, seq_k)
-        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                               dropout_p=self.dropout if self.training else 0.0)
-        return self.w_o(merge_heads(heads)), None         # (batch, seq_q, d_model)
+        super().__init__(d_model, num_heads, dropout=dropout, d_k=d_k)
 
 
 def with_key_size(model: nn.Module, d_k: int) -> nn.Module:
     """Replace every ``MultiHeadAttention`` of ``model``'s encoder and decoder layers by a
-    :class:`KeySizeAttention` with the same d_model, heads and dropout but key size ``d_k``; returns ``model``.
+    :class:`~course_lib.models.attention.MultiHeadAttention` with the same d_model, heads and dropout but key size
+    ``d_k``; returns ``model``.
 
     The new attention is freshly initialised (call this before training). Xavier-uniform weights, as the
     course's :class:`~course_lib.models.transformer.Transformer` gives its stacks.
@@ -137,7 +111,7 @@ def with_key_size(model: nn.Module, d_k: int) -> nn.Module:
                 old = getattr(layer, name, None)
                 if old is None:
                     continue
-                new = KeySizeAttention(old.d_model, old.num_heads, d_k, old.dropout)
+                new = MultiHeadAttention(old.d_model, old.num_heads, dropout=old.dropout, d_k=d_k)
                 for p in new.parameters():
                     if p.dim() > 1:
                         nn.init.xavier_uniform_(p)

@@ -16,20 +16,27 @@ The **key/value cache**: without it, producing token ``t`` runs the whole model 
 although the keys and values of positions ``0..t-1`` have not changed (the causal mask means a position
 never looks at later ones). With it, each step runs the model on the one new token, appends its keys and
 values to those stored for every layer, and attends over them: work per step proportional to ``t`` instead
-of ``t^2``. :func:`cached_attention_step` is one attention with a cache; :func:`forward_with_cache` runs a
-:class:`~course_lib.models.gpt.GPT` that way, built from the layers' own parts (``w_q``, ``w_k``, ``w_v``, ``w_o``,
-norms, feed-forward), so it computes the same numbers as the uncached forward.
+of ``t^2``. The cache lives where Hugging Face's models keep it, inside the attention module
+(:class:`course_lib.models.attention.MultiHeadAttention`'s ``cache``, one
+:class:`course_lib.models.kv_cache.KVCache` per
+layer): :func:`generate` calls the model's own forward, ``model(new_tokens, cache=caches)``, so cached and
+uncached logits are computed by the same code. :func:`attend_with_cache` is notebook 10's exercise: one
+attention step with the cache written out as tensors.
 
 Shapes: cached keys and values (batch, num_heads, seq_so_far, d_k); logits (batch, vocab).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
-from course_lib.models.attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from course_lib._deprecation import deprecated
+from course_lib.models import kv_cache
+from course_lib.models.attention import MultiHeadAttention, scaled_dot_product_attention
 from course_lib.models.gpt import GPT
 from course_lib.validation import check_positive_ints, validated_by
 
@@ -125,9 +132,12 @@ def _check_samplable(logits: torch.Tensor) -> None:
                          f"least one finite value per row; row {row} holds {found}")
 
 
+@deprecated(replacement="a list of course_lib.models.kv_cache.KVCache, one per layer (GPT.make_cache())")
 @dataclass
 class KVCache:
-    """The keys and values every layer has computed so far: lists of (batch, num_heads, length, d_k)."""
+    """The keys and values every layer has computed so far: lists of (batch, num_heads, length, d_k), the
+    cache :func:`forward_with_cache` used to return (the model's own forward now takes one
+    :class:`course_lib.models.kv_cache.KVCache` per layer)."""
 
     keys: list[torch.Tensor] = field(default_factory=list)
     values: list[torch.Tensor] = field(default_factory=list)
@@ -197,67 +207,60 @@ def attend_with_cache(q_new: torch.Tensor, k_new: torch.Tensor, v_new: torch.Ten
     return output, k, v
 
 
+def _layer_cache(keys: torch.Tensor | None, values: torch.Tensor | None) -> kv_cache.KVCache:
+    """A :class:`course_lib.models.kv_cache.KVCache` holding ``keys``/``values`` (batch, heads, past, d_k), or empty."""
+    cache = kv_cache.KVCache()
+    if keys is not None:
+        cache.update(keys, values)
+    return cache
+
+
+@deprecated(replacement="attn(x_new, x_new, x_new, cache=course_lib.models.kv_cache.KVCache()) (the cache inside "
+                        "MultiHeadAttention)")
 def cached_attention_step(attn: MultiHeadAttention, x_new: torch.Tensor, past_keys: torch.Tensor | None,
                           past_values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Causal self-attention of ``new`` positions over the cached ones and themselves, with ``attn``'s weights.
 
-    Projects only ``x_new`` (batch, new, d_model) to queries, keys and values (``attn.w_q``, ``w_k``,
-    ``w_v``), attends with :func:`attend_with_cache`, mixes the heads with ``attn.w_o``. Returns
-    ``(output (batch, new, d_model), keys, values)`` with keys and values (batch, heads, past + new, d_k):
-    the cache for the next step.
+    Returns ``(output (batch, new, d_model), keys, values)`` with keys and values (batch, heads, past + new,
+    d_k): ``attn``'s own forward with a cache holding ``past_keys``/``past_values``.
     """
-    q = split_heads(attn.w_q(x_new), attn.num_heads)  # (batch, heads, new, d_k)
-    k = split_heads(attn.w_k(x_new), attn.num_heads)  # (batch, heads, new, d_k)
-    v = split_heads(attn.w_v(x_new), attn.num_heads)  # (batch, heads, new, d_k)
-    heads, keys, values = attend_with_cache(q, k, v, past_keys, past_values)  # (batch, heads, new, d_k)
-    return attn.w_o(merge_heads(heads)), keys, values  # (batch, new, d_model)
+    cache = _layer_cache(past_keys, past_values)
+    output, _ = attn(x_new, x_new, x_new, cache=cache)  # (batch, new, d_model)
+    return output, cache.keys, cache.values
 
 
+@deprecated(replacement="model(tokens, cache=caches) with caches = model.make_cache() (the model's own forward)")
 @torch.no_grad()
 def forward_with_cache(model: GPT, tokens: torch.Tensor, cache: KVCache | None = None
                        ) -> tuple[torch.Tensor, KVCache]:
     """Run ``model`` on ``tokens`` (batch, new) that follow the positions in ``cache``; returns the logits
-    (batch, new, vocab) and the cache extended by ``new`` positions. With an empty cache this is the
-    ordinary forward (the prompt, "prefill"); then one token at a time."""
+    (batch, new, vocab) and the cache extended by ``new`` positions: the model's own forward with one
+    :class:`course_lib.models.kv_cache.KVCache` per layer, in the old list-of-tensors cache."""
     if not isinstance(model, GPT):
         raise TypeError(f"forward_with_cache: model must be a course_lib.models.gpt.GPT, got {type(model).__name__}")
     model._check_ids(tokens, "forward_with_cache")  # the check GPT.forward makes (ids inside the vocabulary)
     if cache is not None and not isinstance(cache, KVCache):
         raise TypeError(f"forward_with_cache: cache must be a KVCache or None, got {type(cache).__name__}")
-    cache = cache if cache is not None else KVCache()
-    if cache.keys and (len(cache.keys) != len(model.blocks.layers) or cache.keys[0].shape[0] != tokens.shape[0]):
+    if cache is not None and cache.keys and (len(cache.keys) != model.num_layers
+                                             or cache.keys[0].shape[0] != tokens.shape[0]):
         raise ValueError(f"forward_with_cache: cache holds {len(cache.keys)} layers for batch "
-                         f"{cache.keys[0].shape[0]}; the model has {len(model.blocks.layers)} layers and tokens "
+                         f"{cache.keys[0].shape[0]}; the model has {model.num_layers} layers and tokens "
                          f"batch {tokens.shape[0]}")
-    start = cache.length
-    if start + tokens.shape[1] > model.max_len:
-        raise ValueError(f"forward_with_cache: {start} cached + {tokens.shape[1]} new positions exceed "
-                         f"max_len={model.max_len}")
-    x = model.embed(tokens, start=start)  # (batch, new, d_model)
-    new_cache = KVCache()
-    for i, layer in enumerate(model.blocks.layers):  # pre-LN blocks, as EncoderLayer.forward computes them
-        past_k = cache.keys[i] if cache.keys else None
-        past_v = cache.values[i] if cache.values else None
-        attended, k, v = cached_attention_step(layer.self_attn, layer.norm1(x), past_k, past_v)
-        x = x + layer.dropout1(attended)
-        x = x + layer.dropout2(layer.feed_forward(layer.norm2(x)))
-        new_cache.keys.append(k)
-        new_cache.values.append(v)
-    return model.lm_head(model.blocks.norm(x)), new_cache
+    stored = zip(cache.keys, cache.values, strict=True) if cache is not None and cache.keys else \
+        [(None, None)] * model.num_layers
+    layers = [_layer_cache(keys, values) for keys, values in stored]
+    logits = model(tokens, cache=layers)  # (batch, new, vocab)
+    with warnings.catch_warnings():  # the old cache type is deprecated too: one warning per call is enough
+        warnings.simplefilter("ignore", FutureWarning)
+        return logits, KVCache([c.keys for c in layers], [c.values for c in layers])
 
 
-@torch.no_grad()
-def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
-             use_cache: bool = True) -> torch.Tensor:
-    """Continue ``prompt`` (batch, prompt_len) by ``max_new_tokens`` tokens; returns (batch, prompt_len + new).
-
-    With ``use_cache`` each step feeds only the newest token (prompt + new tokens must fit in ``max_len``);
-    without it each step reruns the model on the whole sequence (its last ``max_len`` tokens).
-    """
-    if use_cache and not isinstance(model, GPT):
-        raise TypeError(f"generate: use_cache=True needs a course_lib.models.gpt.GPT (its layers are run one by one), "
-                        f"got {type(model).__name__}; pass use_cache=False for another model")
+def _check_generate_inputs(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, use_cache: bool) -> None:
+    """Raise a clear error for a model without a cache, bad prompt ids, or a prompt that cannot grow."""
+    if use_cache and not callable(getattr(model, "make_cache", None)):
+        raise TypeError(f"generate: use_cache=True needs a model with make_cache() whose forward takes "
+                        f"cache= (such as course_lib.models.gpt.GPT), got {type(model).__name__}; pass use_cache=False "
+                        f"for another model")
     if isinstance(model, GPT):
         model._check_ids(prompt, "generate")  # the prompt's ids, once: sampled ids are in range by construction
     elif not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[1] < 1:
@@ -267,13 +270,26 @@ def generate(model: GPT, prompt: torch.Tensor, max_new_tokens: int, temperature:
     if use_cache and prompt.shape[1] + max_new_tokens > model.max_len:
         raise ValueError(f"generate: prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) exceed "
                          f"max_len={model.max_len}; use a shorter prompt or use_cache=False (a sliding window)")
+
+
+@torch.no_grad()
+def generate(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, generator: torch.Generator | None = None,
+             use_cache: bool = True) -> torch.Tensor:
+    """Continue ``prompt`` (batch, prompt_len) by ``max_new_tokens`` tokens; returns (batch, prompt_len + new).
+
+    With ``use_cache`` the model's own forward runs with its key/value caches (``model.make_cache()``): the
+    prompt once, then only the newest token each step (prompt + new tokens must fit in ``max_len``). Without
+    it each step reruns the model on the whole sequence (its last ``max_len`` tokens).
+    """
+    _check_generate_inputs(model, prompt, max_new_tokens, use_cache)
     was_training = model.training
     model.eval()
-    tokens, cache = prompt, None
-    next_input = prompt
+    cache = model.make_cache() if use_cache else None
+    tokens, next_input = prompt, prompt
     for _ in range(max_new_tokens):
         if use_cache:
-            logits, cache = forward_with_cache(model, next_input, cache)  # (batch, new, vocab)
+            logits = model(next_input, cache=cache)  # (batch, new, vocab): the new positions only
         else:
             logits = model(tokens[:, -model.max_len:])  # (batch, seq, vocab)
         next_token = sample_next_token(logits[:, -1], temperature, top_k, top_p, generator)  # (batch,)

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib.models.kv_cache import KVCache
 from course_lib.validation import validated_by
 
 __all__ = [
@@ -355,9 +356,19 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------
 
 def _check_mha_forward(self: MultiHeadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                       mask: torch.Tensor | None = None, need_weights: bool = False) -> None:
+                       mask: torch.Tensor | None = None, need_weights: bool = False, *,
+                       cache: KVCache | None = None) -> None:
     """The checks of :meth:`MultiHeadAttention.forward` (same arguments)."""
-    _check_mha_inputs(query, key, value, mask, self.d_model, self.num_heads)
+    if cache is not None:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"MultiHeadAttention: cache must be a course_lib.models.kv_cache.KVCache or None, got "
+                            f"{type(cache).__name__}")
+        if isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and key.shape[:2] != query.shape[:2]:
+            raise ValueError(f"MultiHeadAttention: with a cache (self-attention over the positions fed so far), "
+                             f"query and key must be the same new positions (batch, new, d_model), got query "
+                             f"{_shape(query)} and key {_shape(key)}")
+    past = cache.length if cache is not None else 0
+    _check_mha_inputs(query, key, value, mask, self.d_model, self.num_heads, past)
     # Under autocast the inputs may be float16/bfloat16 while the weights stay float32: only their agreement
     # is required then.
     autocast = torch.is_autocast_enabled(query.device.type)
@@ -365,8 +376,9 @@ def _check_mha_forward(self: MultiHeadAttention, query: torch.Tensor, key: torch
 
 
 def _check_mha_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                      d_model: int, num_heads: int) -> None:
-    """Check query (batch, seq_q, d_model), key/value (batch, seq_k, d_model) and the mask's shape."""
+                      d_model: int, num_heads: int, past: int = 0) -> None:
+    """Check query (batch, seq_q, d_model), key/value (batch, seq_k, d_model) and the mask's shape (over the
+    ``past`` cached keys and the new ones)."""
     who = "MultiHeadAttention"
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
@@ -380,7 +392,7 @@ def _check_mha_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     if key.shape[1] != value.shape[1]:
         raise ValueError(f"{who}: key and value must have the same length seq_k: key has shape {_shape(key)}, "
                          f"value has shape {_shape(value)}")
-    target = (query.shape[0], num_heads, query.shape[1], key.shape[1])
+    target = (query.shape[0], num_heads, query.shape[1], past + key.shape[1])
     _check_mask(mask, target, who, "(batch, num_heads, seq_q, seq_k) =", batch=query.shape[0])
 
 
@@ -398,6 +410,16 @@ class MultiHeadAttention(nn.Module):
         num_heads: number of heads h.
         dropout: attention dropout on the weights (active in training mode only).
         bias: whether the four projections have biases.
+        d_k: the key size per head (default ``d_model / num_heads``, the paper's). Another value changes
+            only the queries and keys (the score q . k / sqrt(d_k) in a smaller or larger space): the values
+            keep ``d_v = d_model / num_heads`` per head, so the output keeps width d_model (Table 3, row B).
+
+    **Key/value cache** (generation, as Hugging Face's models do it): ``forward(x, x, x, cache=cache)`` with a
+    :class:`course_lib.models.kv_cache.KVCache` projects only the new positions ``x`` (batch, new, d_model), appends
+    their keys and values to the cache, and lets each new query attend to the stored keys at its position or
+    before (:meth:`~course_lib.models.kv_cache.KVCache.causal_mask`): the same output as the whole sequence under a
+    causal mask. A ``mask`` given with a cache is combined with that causal mask; it spans the cached keys
+    and the new ones, ``(..., new, cache.length + new)``.
 
     Shapes (forward):
         query ``(batch, seq_q, d_model)``, key and value ``(batch, seq_k, d_model)``;
@@ -417,19 +439,23 @@ class MultiHeadAttention(nn.Module):
         (torch.Size([3, 4, 8]), torch.Size([3, 2, 4, 6]))
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 d_k: int | None = None) -> None:
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: d_model={d_model} must be divisible by num_heads={num_heads} "
                              f"(each head gets d_k = d_model / num_heads features)")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"MultiHeadAttention: dropout must be in [0, 1), got {dropout}")
+        if d_k is not None and (isinstance(d_k, bool) or not isinstance(d_k, int) or d_k < 1):
+            raise ValueError(f"MultiHeadAttention: d_k must be a positive int (the key size per head) or None, "
+                             f"got {d_k!r}")
         self.d_model = d_model
         self.num_heads = num_heads
-        self.d_k = d_model // num_heads
+        self.d_k = d_k if d_k is not None else d_model // num_heads
         self.dropout = dropout
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)  # the h projections W_i^Q, side by side
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_q = nn.Linear(d_model, num_heads * self.d_k, bias=bias)  # the h projections W_i^Q, side by side
+        self.w_k = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)  # W^O mixes the concatenated heads
 
@@ -441,15 +467,22 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor,
         mask: torch.Tensor | None = None,
         need_weights: bool = False,
+        *,
+        cache: KVCache | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes.
+        """Attend from ``query`` to ``key``/``value``; see the class docstring for shapes and the ``cache``.
 
         Both paths (the fused kernel, and the formula when ``need_weights``) give the same output, NaN
         included: a NaN in the input is a NaN in the output on both, never a finite number.
         """
         q = split_heads(self.w_q(query), self.num_heads)  # (batch, heads, seq_q, d_k)
         k = split_heads(self.w_k(key), self.num_heads)  # (batch, heads, seq_k, d_k)
-        v = split_heads(self.w_v(value), self.num_heads)  # (batch, heads, seq_k, d_k)
+        v = split_heads(self.w_v(value), self.num_heads)  # (batch, heads, seq_k, d_v)
+        if cache is not None:
+            k, v = cache.update(k, v)  # (batch, heads, stored, d_k): the cached positions, then the new ones
+            if q.shape[2] > 1 or mask is not None:  # one new query is the newest position: it sees every key
+                causal = cache.causal_mask(q.shape[2], device=q.device)  # (seq_q, stored)
+                mask = causal if mask is None else mask & causal
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
             # weights: (batch, heads, seq_q, seq_k)
@@ -461,6 +494,12 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, dropout={self.dropout}"
+
+    def _check_paper_key_size(self, who: str) -> None:
+        """PyTorch's module has d_k = d_model / num_heads: raise before copying weights of another shape."""
+        if self.d_k * self.num_heads != self.d_model:
+            raise ValueError(f"{who}: this module has d_k={self.d_k} (not d_model / num_heads = "
+                             f"{self.d_model // self.num_heads}); nn.MultiheadAttention has no such option")
 
     # --- weights to and from PyTorch's nn.MultiheadAttention --------------------------------------------
 
@@ -484,6 +523,7 @@ class MultiHeadAttention(nn.Module):
         """
         if not isinstance(mha, nn.MultiheadAttention):
             raise TypeError(f"load_from_torch: mha must be an nn.MultiheadAttention, got {type(mha).__name__}")
+        self._check_paper_key_size("load_from_torch")
         if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
             raise ValueError("load_from_torch: only nn.MultiheadAttention without kdim/vdim, add_bias_kv and "
                              "add_zero_attn is supported")
@@ -534,6 +574,7 @@ class MultiHeadAttention(nn.Module):
             >>> torch.allclose(ours.eval()(x, x, x)[0], theirs.eval()(x, x, x)[0], atol=1e-6)
             True
         """
+        self._check_paper_key_size("to_torch")
         bias = self.w_q.bias is not None
         mha = nn.MultiheadAttention(self.d_model, self.num_heads, dropout=self.dropout, bias=bias,
                                     batch_first=batch_first)

@@ -15,6 +15,11 @@ course's parts:
   (``w_o`` and the second feed-forward linear) scaled by ``1 / sqrt(2 * num_layers)``.
 
 Shapes: ``tokens`` (batch, seq) of ids with ``seq <= max_len`` -> logits (batch, seq, vocab_size).
+
+Generation feeds only the new tokens with a **key/value cache**, one :class:`~course_lib.models.kv_cache.KVCache` per
+layer (``GPT.forward(tokens, cache=[KVCache() for _ in range(model.num_layers)])``, as Hugging Face's models
+take their ``past_key_values``): positions continue at ``cache[0].seen``, and the logits equal those of the
+whole sequence.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import math
 import torch
 from torch import nn
 
+from course_lib.models.kv_cache import KVCache
 from course_lib.models.layers import Encoder
 from course_lib.models.masking import causal_mask
 from course_lib.models.positional import LearnedPositionalEmbedding
@@ -98,9 +104,29 @@ class GPT(nn.Module):
 
     def _check_tokens(self, tokens: torch.Tensor) -> None:
         self._check_ids(tokens)
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(f"GPT: tokens has seq={tokens.shape[1]}; it must be between 1 and "
-                             f"max_len={self.max_len}")
+        self._check_length(tokens.shape[1])
+
+    def _check_length(self, seq: int, start: int = 0) -> None:
+        """Raise a ValueError unless positions ``start .. start + seq - 1`` have learned embeddings."""
+        if start + seq > self.max_len:
+            after = f" after {start} cached positions" if start else ""
+            raise ValueError(f"GPT: tokens has seq={seq}{after}; it must be between 1 and max_len={self.max_len}"
+                             + (f" - {start} = {self.max_len - start}" if start else ""))
+
+    def _check_cache(self, cache: list[KVCache], tokens: torch.Tensor) -> int:
+        """Raise a ValueError unless ``cache`` holds one KVCache per layer, all at one position, for this batch;
+        return that position (where the new tokens start)."""
+        if not isinstance(cache, list | tuple) or len(cache) != self.num_layers \
+                or not all(isinstance(c, KVCache) for c in cache):
+            raise ValueError(f"GPT: cache must be a list of {self.num_layers} KVCache (one per layer), got "
+                             f"{type(cache).__name__} of {[type(c).__name__ for c in cache][:4]}")
+        seen = {c.seen for c in cache}
+        if len(seen) != 1:
+            raise ValueError(f"GPT: the layers' caches have seen different numbers of positions {sorted(seen)}")
+        stored = cache[0].keys
+        if stored is not None and stored.shape[0] != tokens.shape[0]:
+            raise ValueError(f"GPT: the cache holds batch {stored.shape[0]}, tokens has batch {tokens.shape[0]}")
+        return cache[0].seen
 
     def embed(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token embedding plus the learned positions ``start .. start + seq - 1``: (batch, seq, d_model)."""
@@ -108,15 +134,31 @@ class GPT(nn.Module):
         positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)  # (seq,)
         return self.positions.dropout(x + self.positions.embedding(positions))
 
-    def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The final LayerNorm's output: (batch, seq) -> (batch, seq, d_model)."""
-        self._check_tokens(tokens)
-        mask = causal_mask(tokens.shape[1], device=tokens.device)  # (seq, seq), True = may attend
-        return self.blocks(self.embed(tokens), mask)
+    def hidden_states(self, tokens: torch.Tensor, cache: list[KVCache] | None = None) -> torch.Tensor:
+        """The final LayerNorm's output: (batch, seq) -> (batch, seq, d_model); ``cache`` as in :meth:`forward`."""
+        if cache is None:
+            self._check_tokens(tokens)
+            mask = causal_mask(tokens.shape[1], device=tokens.device)  # (seq, seq), True = may attend
+            return self.blocks(self.embed(tokens), mask)
+        self._check_ids(tokens)
+        start = self._check_cache(cache, tokens)
+        self._check_length(tokens.shape[1], start)
+        # no mask: each layer's attention masks its cache causally by position (KVCache.causal_mask)
+        return self.blocks(self.embed(tokens, start=start), cache=cache)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Next-token logits at every position: (batch, seq) -> (batch, seq, vocab_size)."""
-        return self.lm_head(self.hidden_states(tokens))
+    def make_cache(self) -> list[KVCache]:
+        """An empty key/value cache for :meth:`forward`: one :class:`~course_lib.models.kv_cache.KVCache` per layer."""
+        return [KVCache() for _ in range(self.num_layers)]
+
+    def forward(self, tokens: torch.Tensor, cache: list[KVCache] | None = None) -> torch.Tensor:
+        """Next-token logits at every position: (batch, seq) -> (batch, seq, vocab_size).
+
+        With ``cache`` (one :class:`~course_lib.models.kv_cache.KVCache` per layer, empty at first) ``tokens`` are the
+        positions after those the cache has seen: each layer appends their keys and values, and the logits
+        equal those the whole sequence would give at these positions (generation feeds the prompt, then one
+        token at a time).
+        """
+        return self.lm_head(self.hidden_states(tokens, cache))
 
     @torch.no_grad()
     def attention_weights(self, tokens: torch.Tensor) -> list[torch.Tensor]:

@@ -78,3 +78,25 @@ class KVCache:
     def key_positions(self, device: torch.device | str | None = None) -> torch.Tensor:
         """The absolute positions of the stored keys, oldest first: ``(stored,)``, ``seen - stored .. seen - 1``."""
         return torch.arange(self.seen - self.length, self.seen, device=device)
+
+    def causal_mask(self, num_queries: int, device: torch.device | str | None = None) -> torch.Tensor:
+        """Which stored keys the last ``num_queries`` positions fed may attend to: ``(num_queries, stored)``,
+        True = may attend (the course's convention).
+
+        The queries are the newest positions, at absolute positions ``seen - num_queries .. seen - 1``; each
+        sees every stored key at its own position or before (:meth:`key_positions`), never a later one.
+        Call it after :meth:`update`. A subclass that keeps fewer keys answers through its own
+        :meth:`key_positions`.
+
+        Example:
+            >>> cache = KVCache()
+            >>> _ = cache.update(torch.zeros(1, 1, 3, 2), torch.zeros(1, 1, 3, 2))
+            >>> cache.causal_mask(2).int()
+            tensor([[1, 1, 0],
+                    [1, 1, 1]], dtype=torch.int32)
+        """
+        if not 1 <= num_queries <= self.seen:
+            raise ValueError(f"KVCache.causal_mask: num_queries must be between 1 and the {self.seen} positions "
+                             f"seen, got {num_queries}")
+        query_positions = torch.arange(self.seen - num_queries, self.seen, device=device)  # (num_queries,)
+        return self.key_positions(device)[None, :] <= query_positions[:, None]  # (num_queries, stored)

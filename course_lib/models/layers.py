@@ -30,6 +30,7 @@ from torch import nn
 
 from course_lib._deprecation import deprecated
 from course_lib.models.attention import MultiHeadAttention
+from course_lib.models.kv_cache import KVCache
 
 __all__ = [
     "FeedForward",
@@ -160,14 +161,20 @@ class EncoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(batch, seq, d_model) -> (batch, seq, d_model); ``mask`` True where a key may be attended to."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: KVCache | None = None
+                ) -> torch.Tensor:
+        """(batch, seq, d_model) -> (batch, seq, d_model); ``mask`` True where a key may be attended to.
+
+        ``cache`` (generation with a causal model): ``x`` holds only the new positions; the self-attention
+        appends their keys and values to the cache and attends causally over everything stored
+        (:class:`~course_lib.models.attention.MultiHeadAttention`'s ``cache``), in both norm placements.
+        """
         if self.norm_first:  # pre-LN: normalise the sub-layer's input, add to the raw residual stream
             h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(h, h, h, mask=mask)[0])
+            x = x + self.dropout1(self.self_attn(h, h, h, mask=mask, cache=cache)[0])
             x = x + self.dropout2(self.feed_forward(self.norm2(x)))
         else:  # post-LN (the paper): normalise the sum of the residual and the sub-layer's output
-            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask=mask)[0]))
+            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, mask=mask, cache=cache)[0]))
             x = self.norm2(x + self.dropout2(self.feed_forward(x)))
         return x
 
@@ -297,11 +304,19 @@ class Encoder(nn.Module):
             for _ in range(num_layers))
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Run the layers in order: (batch, seq, d_model) -> (batch, seq, d_model)."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: list[KVCache] | None = None
+                ) -> torch.Tensor:
+        """Run the layers in order: (batch, seq, d_model) -> (batch, seq, d_model).
+
+        ``cache``: one :class:`~course_lib.models.kv_cache.KVCache` per layer (generation; ``x`` holds the new
+        positions only), as :meth:`EncoderLayer.forward` takes it.
+        """
         _check_activations("Encoder", "x", x, self.d_model)
-        for layer in self.layers:
-            x = layer(x, mask)
+        if cache is not None and (not isinstance(cache, list | tuple) or len(cache) != len(self.layers)):
+            raise ValueError(f"Encoder: cache must be a list of one KVCache per layer ({len(self.layers)} layers), "
+                             f"got {type(cache).__name__} of length {len(cache) if hasattr(cache, '__len__') else '?'}")
+        for i, layer in enumerate(self.layers):  # a layer without a cache is called as (x, mask) alone
+            x = layer(x, mask) if cache is None else layer(x, mask, cache=cache[i])
         return self.norm(x) if self.norm is not None else x
 
     def attention_weights(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> list[torch.Tensor]:

@@ -9,7 +9,17 @@ with epsilon_ls = 0.1 (:func:`label_smoothed_cross_entropy`, equal to
 ``nn.CrossEntropyLoss(label_smoothing=..., ignore_index=pad)``). :func:`train` is the course's one
 training loop (translation, images, the command-line trainer ``course-train``, one process or many): a fixed
 number of steps with a tqdm progress bar, returning a :class:`TrainHistory` (losses, learning rates, tokens,
-time, evaluations).
+time, evaluations). What differs between the course's trainings is said by two small pieces:
+
+- a **step** turns a batch into a :class:`Prediction` (``translation_step``, ``classification_step``,
+  ``course_lib.training.language_model.lm_step``, ``course_lib.training.pretraining.mlm_step``, ...);
+- **hooks** run after every optimizer step: ``hook(history, prediction)``, returning True to stop there.
+  :class:`EvaluateEvery` (a validation score every k steps), :class:`TimeLimit` (a time cap) and
+  :class:`EarlyStopping` (stop when the validation score stops improving) are the course's.
+
+The learning-rate schedules live here too, one function each: the paper's (:func:`make_scheduler`), warm-up
+then cosine decay (:func:`warmup_cosine_schedule`) and warm-up then linear decay
+(:func:`warmup_linear_schedule`); the last two stay at their final value after their last step.
 """
 
 from __future__ import annotations
@@ -17,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -30,8 +40,10 @@ from course_lib.validation import validated_by
 
 __all__ = [
     "label_smoothed_cross_entropy", "transformer_lr", "make_optimizer", "make_adamw", "fused_if_supported",
-    "make_scheduler",
-    "TrainHistory", "Prediction", "translation_step", "classification_step", "train", "teacher_forced_accuracy",
+    "make_scheduler", "warmup_cosine_factor", "warmup_cosine_schedule", "warmup_linear_factor",
+    "warmup_linear_schedule",
+    "TrainHistory", "Prediction", "Hook", "EvaluateEvery", "TimeLimit", "EarlyStopping", "translation_step",
+    "classification_step", "train", "teacher_forced_accuracy",
 ]
 
 
@@ -183,14 +195,72 @@ def make_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int =
         optimizer, lambda step: scale * transformer_lr(step + 1, d_model, warmup))
 
 
+def _check_schedule_arguments(step: int, warmup: int, steps: int, floor: float = 0.0) -> None:
+    """Raise unless step, warmup >= 0, steps >= 1 and 0 <= floor <= 1."""
+    if step < 0 or warmup < 0 or steps < 1:
+        raise ValueError(f"schedule: step and warmup must be >= 0 and steps >= 1, got step={step}, "
+                         f"warmup={warmup}, steps={steps}")
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"schedule: floor must be in [0, 1] (a fraction of the peak rate), got {floor}")
+
+
+@validated_by(_check_schedule_arguments)
+def warmup_cosine_factor(step: int, warmup: int, steps: int, floor: float = 0.0) -> float:
+    """The learning rate at ``step`` (counted from 0) as a fraction of the peak: a linear warm-up over
+    ``warmup`` steps, then a cosine decay from 1 to ``floor``, reached at step ``steps`` and kept after it.
+
+    ``floor=0`` is the ViT paper's decay (notebook 08); ``floor=0.1`` GPT-2's and most language models'
+    (notebook 10). A cosine continued past its last step would climb again; the decay is therefore clamped.
+
+    Example:
+        >>> [round(warmup_cosine_factor(s, warmup=2, steps=6, floor=0.1), 3) for s in (0, 1, 2, 4, 6, 9)]
+        [0.5, 1.0, 1.0, 0.55, 0.1, 0.1]
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, steps - warmup))  # 0 -> 1 over the decay, then 1
+    return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+@validated_by(_check_schedule_arguments)
+def warmup_linear_factor(step: int, warmup: int, steps: int, floor: float = 0.0) -> float:
+    """BERT's schedule at ``step`` (from 0), as a fraction of the peak: a linear warm-up over ``warmup``
+    steps, then a linear decay to ``floor`` at step ``steps``, kept after it.
+
+    Example:
+        >>> [round(warmup_linear_factor(s, warmup=2, steps=6), 3) for s in (0, 1, 2, 4, 6, 9)]
+        [0.5, 1.0, 1.0, 0.5, 0.0, 0.0]
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    remaining = max(0.0, (steps - step) / max(1, steps - warmup))  # 1 -> 0 over the decay, then 0
+    return floor + (1.0 - floor) * remaining
+
+
+def warmup_cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int, floor: float = 0.0
+                           ) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` multiplying the optimizer's rate by :func:`warmup_cosine_factor` (warm-up, cosine decay
+    to ``floor`` at ``steps``, then constant)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine_factor(step, warmup, steps, floor))
+
+
+def warmup_linear_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int, floor: float = 0.0
+                           ) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` multiplying the optimizer's rate by :func:`warmup_linear_factor` (BERT's warm-up and
+    linear decay to ``floor`` at ``steps``, then constant)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_linear_factor(step, warmup, steps, floor))
+
+
 @dataclass
 class TrainHistory:
     """What :func:`train` measured: one entry per step, periodic evaluations, and totals.
 
-    The one history of every trainer in ``course_lib`` (translation, images, the command-line trainer).
-    ``losses`` and ``lrs`` have one entry per optimizer step; ``eval_steps`` with ``train_acc`` /
-    ``val_acc`` are filled by whoever evaluates (``images.train_classifier`` every ``eval_every`` steps);
-    ``items`` counts what the loss averages over (target tokens for translation, images for a classifier).
+    The one history of every trainer in ``course_lib`` (translation, images, language models, BERT, the
+    command-line trainer). ``losses`` and ``lrs`` have one entry per optimizer step; ``valid`` holds
+    ``(step, score)`` pairs recorded by :class:`EvaluateEvery` (a language model's validation perplexity);
+    ``eval_steps`` with ``train_acc`` / ``val_acc`` are a classifier's accuracies (``images.train_classifier``);
+    ``items`` counts what the loss averages over (target tokens for translation, images for a classifier);
+    ``seconds`` is the training time so far (updated after every step, evaluations included).
     """
 
     losses: list[float] = field(default_factory=list)
@@ -202,6 +272,7 @@ class TrainHistory:
     train_acc: list[float] = field(default_factory=list)
     val_acc: list[float] = field(default_factory=list)
     epochs: float = 0.0  # passes over the training set that the steps amount to (where known)
+    valid: list[tuple[int, float]] = field(default_factory=list)  # (step, validation score) pairs
 
     @property
     def loss(self) -> list[float]:
@@ -237,6 +308,8 @@ class TrainHistory:
         for name, value in state.items():
             if not hasattr(self, name):
                 raise KeyError(f"TrainHistory.load_state_dict: unknown field {name!r}")
+            if name == "valid":  # pairs come back from a checkpoint as lists
+                value = [(int(step), float(score)) for step, score in value]
             setattr(self, name, list(value) if isinstance(value, list) else value)
 
 
@@ -249,6 +322,78 @@ class Prediction(NamedTuple):
     target: torch.Tensor
     items: int
     ignore_index: int = -100
+
+
+#: A hook: ``hook(history, prediction)`` runs after every optimizer step (the step already in ``history``); a
+#: True result stops training after that step. It may evaluate (and leave the model in eval mode: the engine
+#: switches it back), save, log, or decide to stop.
+Hook = Callable[[TrainHistory, Prediction], bool | None]
+
+
+@dataclass
+class EvaluateEvery:
+    """A hook: every ``every`` steps, ``history.valid.append((step, evaluate()))``.
+
+    ``evaluate()`` takes no argument and returns a number (a validation perplexity, an accuracy); it may
+    switch the model to eval mode.
+
+    Example:
+        >>> history = TrainHistory(steps=4)
+        >>> EvaluateEvery(2, lambda: 1.5)(history, None)
+        >>> history.valid
+        [(4, 1.5)]
+    """
+
+    every: int
+    evaluate: Callable[[], float]
+
+    def __post_init__(self) -> None:
+        if self.every < 1:
+            raise ValueError(f"EvaluateEvery: every must be >= 1 (steps between evaluations), got {self.every}")
+
+    def __call__(self, history: TrainHistory, prediction: Prediction | None) -> None:
+        if history.steps % self.every == 0:
+            history.valid.append((history.steps, float(self.evaluate())))
+
+
+@dataclass
+class TimeLimit:
+    """A hook: stop once ``history.seconds`` (the training time so far, evaluations included) exceeds
+    ``seconds``: a time budget for benchmarks. The step under way is finished first."""
+
+    seconds: float
+
+    def __call__(self, history: TrainHistory, prediction: Prediction | None) -> bool:
+        return history.seconds > self.seconds
+
+
+@dataclass
+class EarlyStopping:
+    """A hook: stop when the last ``patience`` scores in ``history.valid`` are no better than the best score
+    before them (by at least ``min_delta``). Lower is better (a loss, a perplexity) unless
+    ``higher_is_better`` (an accuracy). Put it after the :class:`EvaluateEvery` that records the scores.
+
+    Example:
+        >>> history = TrainHistory(valid=[(1, 3.0), (2, 2.0), (3, 2.5), (4, 2.1)])
+        >>> EarlyStopping(patience=2)(history, None), EarlyStopping(patience=3)(history, None)
+        (True, False)
+    """
+
+    patience: int
+    min_delta: float = 0.0
+    higher_is_better: bool = False
+
+    def __post_init__(self) -> None:
+        if self.patience < 1:
+            raise ValueError(f"EarlyStopping: patience must be >= 1 (evaluations), got {self.patience}")
+
+    def __call__(self, history: TrainHistory, prediction: Prediction | None) -> bool:
+        if len(history.valid) <= self.patience:
+            return False
+        sign = -1.0 if self.higher_is_better else 1.0  # compare sign * score: lower is better
+        best_before = min(sign * score for _, score in history.valid[:-self.patience])
+        recent = min(sign * score for _, score in history.valid[-self.patience:])
+        return recent > best_before - self.min_delta
 
 
 def translation_step(model: nn.Module, batch, device: torch.device | str) -> Prediction:
@@ -309,7 +454,8 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
           device: torch.device | str = "cpu", clip_grad_norm: float | None = 1.0, progress: bool = True,
           history: TrainHistory | None = None, step_fn: Callable[..., Prediction] = translation_step,
           desc: str = "training", on_step: Callable[[TrainHistory, Prediction], None] | None = None,
-          autocast_dtype: torch.dtype | None = None, leave: bool = True, accumulate: int = 1) -> TrainHistory:
+          autocast_dtype: torch.dtype | None = None, leave: bool = True, accumulate: int = 1,
+          hooks: Sequence[Hook] = ()) -> TrainHistory:
     """Train ``model`` for exactly ``steps`` optimizer steps on batches from ``loader`` (cycled).
 
     The one training loop of the course. Each step: ``step_fn(model, batch, device)`` turns a batch into a
@@ -321,7 +467,11 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
     the target's padding ignored. A fixed number of steps (not seconds) makes a seed give the same numbers
     on any machine; the time is measured.
 
-    ``on_step(history, prediction)`` runs after every step (evaluations, checkpoints, logs). Under
+    ``on_step(history, prediction)`` runs after every step (evaluations, checkpoints, logs), then every
+    :data:`Hook` of ``hooks`` in order; training stops after a step at which a hook returned True (a time cap,
+    early stopping), so ``steps`` is then an upper bound. A hook that switched the model to eval mode (to
+    evaluate) gets it back in training mode before the next step. (Under ``torch.distributed`` a hook that
+    stops must decide alike on every process: a step count does, a clock need not.) Under
     ``torch.distributed`` (the model wrapped in ``DistributedDataParallel``), the loss each process
     back-propagates is rescaled by its share of the items of the global batch, so that DDP's average of the
     gradients is the gradient of the loss averaged over all items of all processes: N processes with batch
@@ -348,7 +498,7 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
     model.train()
     batches = iter(_forever(loader))
     bar = progress_bar(steps, desc=desc, disable=not progress, leave=leave)  # in a worker: to the caller's bar
-    start = time.perf_counter()
+    seconds_before, start = history.seconds, time.perf_counter()
     try:
         for _ in range(steps):
             optimizer.zero_grad(set_to_none=True)
@@ -389,13 +539,19 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
             history.losses.append(recorded)
             history.tokens += items
             history.steps += 1
+            history.seconds = seconds_before + time.perf_counter() - start
             if on_step is not None:
                 on_step(history, pred)
+            stop = [bool(hook(history, pred)) for hook in hooks]  # every hook runs, then any may stop
+            if not model.training:  # a hook evaluated
+                model.train()
             if history.steps % 20 == 0 or history.steps == 1:
                 bar.set_postfix(loss=f"{history.losses[-1]:.3f}", lr=f"{history.lrs[-1]:.2e}")
             bar.update(1)
+            if any(stop):
+                break
     finally:
-        history.seconds += time.perf_counter() - start
+        history.seconds = seconds_before + time.perf_counter() - start
         bar.close()
     model.eval()
     return history

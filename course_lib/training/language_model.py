@@ -4,24 +4,41 @@ Teacher forcing on a stream: a window of ``seq_len + 1`` tokens gives ``seq_len`
 once, input ``window[:, :-1]`` and target ``window[:, 1:]`` (each position predicts the token after it).
 The loss is the mean cross-entropy over all those positions (:func:`lm_loss`); its exponential on held-out
 text is the **perplexity**: the model is, on average, as unsure as a uniform choice among that many tokens.
+
+Training runs on the course's one loop, :func:`course_lib.training.engine.train`, with this module's batch adapter
+:func:`lm_step` (a window in, every position's next-token logits against the window shifted by one) and
+two hooks: :class:`~course_lib.training.engine.EvaluateEvery` (the validation perplexity) and
+:class:`~course_lib.training.engine.TimeLimit` (a time budget).
 """
 
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib._deprecation import deprecated_attributes
 from course_lib.data.python_docs import random_windows, sequential_windows
-from course_lib.training.engine import make_adamw
-from course_lib.training.parallel import progress_bar
+from course_lib.training.engine import (
+    EvaluateEvery,
+    Hook,
+    Prediction,
+    TimeLimit,
+    TrainHistory,
+    make_adamw,
+    train,
+    warmup_cosine_schedule,
+)
 from course_lib.validation import check_positive_ints, validated_by
 
-__all__ = ["lm_loss", "LMHistory", "train_lm", "evaluate_perplexity"]
+__all__ = ["lm_loss", "lm_batches", "lm_step", "train_lm", "evaluate_perplexity"]
+
+# LMHistory was train_lm's own history; train_lm now returns the course's one TrainHistory (same fields:
+# losses, valid, tokens, seconds).
+__getattr__ = deprecated_attributes(__name__, {"LMHistory": (TrainHistory, "course_lib.training.engine.TrainHistory")})
 
 
 def _check_lm_loss_inputs(logits: torch.Tensor, tokens: torch.Tensor) -> None:
@@ -55,26 +72,42 @@ def lm_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(predictions.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-@dataclass
-class LMHistory:
-    """Losses per step, validation perplexities (step, value), tokens seen and seconds spent."""
+def lm_batches(stream: torch.Tensor, batch_size: int, seq_len: int,
+               generator: torch.Generator | None = None) -> Iterator[torch.Tensor]:
+    """Endless random windows of ``stream``, (batch_size, seq_len + 1) each, drawn with ``generator``."""
+    while True:
+        yield random_windows(stream, batch_size, seq_len, generator)
 
-    losses: list[float] = field(default_factory=list)
-    valid: list[tuple[int, float]] = field(default_factory=list)
-    tokens: int = 0
-    seconds: float = 0.0
+
+def lm_step(model: nn.Module, window: torch.Tensor, device: torch.device | str) -> Prediction:
+    """The batch adapter of a language model: ``model(window[:, :-1])`` against ``window[:, 1:]``.
+
+    Returns the logits flattened to (batch * seq_len, vocab) and the targets to (batch * seq_len,), so that
+    ``F.cross_entropy`` scores every position (:func:`lm_loss`'s shift, applied to the window beforehand);
+    every predicted token counts as an item.
+    """
+    window = window.to(device)  # (batch, seq_len + 1)
+    logits = model(window[:, :-1])  # (batch, seq_len, vocab)
+    targets = window[:, 1:]  # (batch, seq_len): the token after each input position
+    return Prediction(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), targets.numel())
 
 
 def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int = 32, seq_len: int = 128,
              lr: float = 2e-3, warmup: int = 50, weight_decay: float = 0.1, seed: int = 0,
              valid_stream: torch.Tensor | None = None, eval_every: int = 0, max_seconds: float | None = None,
-             progress: bool = True) -> LMHistory:
+             progress: bool = True) -> TrainHistory:
     """Train ``model`` (tokens -> logits) with AdamW on random windows of ``stream``.
 
     The learning rate rises linearly for ``warmup`` steps, then decays along a cosine to 10 % (the
-    schedule of GPT-2 and most language models since). Gradients are clipped to norm 1. Batches come from a
-    generator seeded with ``seed``. ``max_seconds`` stops early (for benchmarks with a time budget);
-    ``eval_every`` > 0 records the validation perplexity on ``valid_stream`` along the way.
+    schedule of GPT-2 and most language models since: :func:`course_lib.training.engine.warmup_cosine_schedule`
+    with ``floor=0.1``). Gradients are clipped to norm 1. Batches come from a generator seeded with
+    ``seed``. ``max_seconds`` stops early (for benchmarks with a time budget); ``eval_every`` > 0 records
+    the validation perplexity on ``valid_stream`` along the way, as ``(step, perplexity)`` pairs in the
+    history's ``valid``.
+
+    The loop is the course's one engine, :func:`course_lib.training.engine.train`: the batch adapter
+    :func:`lm_step`, the cross-entropy, and the hooks :class:`~course_lib.training.engine.EvaluateEvery` and
+    :class:`~course_lib.training.engine.TimeLimit`.
     """
     check_positive_ints("train_lm", steps=steps, batch_size=batch_size, seq_len=seq_len)
     check_positive_ints("train_lm", minimum=0, warmup=warmup, eval_every=eval_every)
@@ -83,46 +116,19 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
     if eval_every and valid_stream is None:
         raise ValueError(f"train_lm: eval_every={eval_every} needs a valid_stream to evaluate on, got None")
     optimizer = make_adamw(model, lr, weight_decay, betas=(0.9, 0.95))
-
-    def schedule(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress_ = (step - warmup) / max(1, steps - warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress_)))
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    gen = torch.Generator().manual_seed(seed)
-    history = LMHistory()
-    device = next(model.parameters()).device
-    model.train()
-    start = time.perf_counter()
-    bar = progress_bar(steps, desc="training", disable=not progress)
-    for step in range(steps):
-        window = random_windows(stream, batch_size, seq_len, gen).to(device)  # (batch, seq_len + 1)
-        logits = model(window[:, :-1])  # (batch, seq_len, vocab)
-        # targets: the window shifted by one, so every input position is scored (lm_loss's shift, pre-applied)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), window[:, 1:].reshape(-1))
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"train_lm: the loss became {loss.item()} at step {step + 1}")
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        history.losses.append(loss.item())
-        history.tokens += window[:, 1:].numel()
-        if step % 20 == 0:
-            bar.set_postfix(loss=f"{history.losses[-1]:.3f}")
-        bar.update(1)
-        if eval_every and valid_stream is not None and (step + 1) % eval_every == 0:
-            history.valid.append((step + 1, evaluate_perplexity(model, valid_stream, seq_len)))
-            model.train()
-        if max_seconds is not None and time.perf_counter() - start > max_seconds:
-            break
-    bar.close()
-    history.seconds = time.perf_counter() - start
-    model.eval()
-    return history
+    scheduler = warmup_cosine_schedule(optimizer, warmup, steps, floor=0.1)
+    hooks: list[Hook] = []
+    if eval_every:
+        hooks.append(EvaluateEvery(eval_every, lambda: evaluate_perplexity(model, valid_stream, seq_len)))
+    if max_seconds is not None:
+        hooks.append(TimeLimit(max_seconds))
+    batches = lm_batches(stream, batch_size, seq_len, torch.Generator().manual_seed(seed))
+    try:
+        return train(model, batches, steps, optimizer, scheduler, loss_fn=F.cross_entropy,
+                     device=next(model.parameters()).device, clip_grad_norm=1.0, progress=progress,
+                     step_fn=lm_step, hooks=hooks)
+    except FloatingPointError as error:
+        raise FloatingPointError(str(error).replace("train:", "train_lm:", 1)) from error
 
 
 @torch.no_grad()

@@ -20,10 +20,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib._deprecation import deprecated
 from course_lib.data.python_docs import ByteBPE, random_windows
 from course_lib.data.stdlib_docstrings import DocstringTask, docstring_task, stdlib_docstrings
+from course_lib.evaluation.metrics import classifier_accuracy
 from course_lib.models.bert import BERT, IGNORE_INDEX, mask_tokens, mlm_loss
-from course_lib.training.engine import Prediction, TrainHistory, make_adamw, train
+from course_lib.training.engine import Prediction, TrainHistory, make_adamw, train, warmup_linear_schedule
 from course_lib.validation import check_positive_ints
 
 __all__ = ["SPECIAL_TOKENS", "classification_inputs", "DocstringData", "labelled_subset", "mlm_batches",
@@ -172,17 +174,6 @@ def fine_tuning_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor],
     return Prediction(model.classify(tokens), labels, len(labels))
 
 
-def _linear_schedule(optimizer: torch.optim.Optimizer, steps: int, warmup: int
-                     ) -> torch.optim.lr_scheduler.LambdaLR:
-    """BERT's schedule: a linear warm-up over ``warmup`` steps, then a linear decay to 0 at ``steps``."""
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return max(0.0, (steps - step) / max(1, steps - warmup))
-
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
 def pretrain_mlm(model: BERT, stream: torch.Tensor, steps: int, cls_id: int, mask_id: int,
                  special_ids: Sequence[int], mask_fn: MaskFn = mask_tokens,
                  loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = mlm_loss, batch_size: int = 32,
@@ -197,7 +188,7 @@ def pretrain_mlm(model: BERT, stream: torch.Tensor, steps: int, cls_id: int, mas
     gen = torch.Generator().manual_seed(seed)
     batches = mlm_batches(stream, batch_size, seq_len, cls_id, mask_id, model.vocab_size, special_ids, mask_fn, gen)
     optimizer = make_adamw(model, lr)
-    scheduler = _linear_schedule(optimizer, steps, min(warmup, steps))
+    scheduler = warmup_linear_schedule(optimizer, min(warmup, steps), steps)
     return train(model, batches, steps, optimizer, scheduler, loss_fn=loss_fn, device=device, progress=progress,
                  step_fn=mlm_step, desc="pre-training (MLM)")
 
@@ -213,17 +204,17 @@ def fine_tune(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, steps: in
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(tokens, labels), batch_size=batch_size,
                                          shuffle=True, generator=torch.Generator().manual_seed(seed))
     optimizer = make_adamw(model, lr)
-    scheduler = _linear_schedule(optimizer, steps, min(warmup, steps))
+    scheduler = warmup_linear_schedule(optimizer, min(warmup, steps), steps)
     return train(model, loader, steps, optimizer, scheduler, loss_fn=F.cross_entropy, device=device,
                  progress=progress, step_fn=fine_tuning_step, desc="fine-tuning", leave=False)
 
 
-@torch.no_grad()
+@deprecated(replacement="course_lib.evaluation.metrics.classifier_accuracy(model, tokens, labels, "
+                        "classify=model.classify)")
 def accuracy(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, batch_size: int = 256) -> float:
-    """The fraction of ``tokens`` rows whose most probable class is their label (model in eval mode)."""
+    """The fraction of ``tokens`` rows whose most probable class is their label:
+    :func:`course_lib.evaluation.metrics.classifier_accuracy` with ``classify=model.classify`` (which this calls)."""
     _check_labelled("accuracy", model, tokens, labels)
-    model.eval()
-    device = next(model.parameters()).device
-    right = sum(int((model.classify(x.to(device)).argmax(-1) == y.to(device)).sum())
-                for x, y in zip(tokens.split(batch_size), labels.split(batch_size), strict=True))
-    return right / len(labels) if len(labels) else math.nan
+    if len(labels) == 0:
+        return math.nan
+    return classifier_accuracy(model, tokens, labels, batch_size, classify=model.classify)

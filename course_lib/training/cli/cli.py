@@ -2,10 +2,11 @@
 
 Usage::
 
-    course-train translate|vit [--config FILE.json|FILE.toml] [--steps N] [--batch-size B] [--accumulate K]
+    course-train translate|vit|lm|bert [--config FILE.json|FILE.toml] [--steps N] [--batch-size B] [--accumulate K]
                                [--out DIR] [--resume | --force] [--quick] [--checkpoint-every C]
                                [--set KEY=VALUE ...] [--device cpu|cuda|mps]
     torchrun --nproc_per_node N -m course_lib.training.cli vit ...     # the same run on N processes (DDP)
+    course-train --list        # every notebook that trains a model, and the task that trains it
 
 What a run writes into ``--out`` (default ``runs/<task>``): ``checkpoints/step-NNNNNN.pt`` every
 ``checkpoint_every`` steps and at the end (the two newest kept), ``metrics.csv`` (step, loss, learning
@@ -53,10 +54,11 @@ from course_lib.training.cli.checkpoint import (
 from course_lib.training.cli.config import ConfigError, load_config, quick_requested
 from course_lib.training.cli.data import ShardedBatches
 from course_lib.training.cli.distributed import DistributedContext, init_distributed
-from course_lib.training.cli.tasks import TASKS
+from course_lib.training.cli.tasks import NOTEBOOK_MODELS, TASKS
 from course_lib.training.engine import TrainHistory, train
 
-__all__ = ["main", "load_config", "run", "write_metrics", "checkpoint_steps", "check_resumable", "ConfigError"]
+__all__ = ["main", "load_config", "run", "write_metrics", "checkpoint_steps", "check_resumable", "ConfigError",
+           "notebook_models_table"]
 
 # Keys that may change between a run and its resumption (everything else must match the checkpoint; `steps`
 # only for a task whose schedule does not depend on it, see Task.schedule_keys).
@@ -282,8 +284,12 @@ def run(task: str, config: dict, out: str | os.PathLike, resume: bool = False, p
 def _parser() -> argparse.ArgumentParser:
     """The command line of ``course-train``."""
     parser = argparse.ArgumentParser(prog="course-train", description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", choices=sorted(TASKS), help="; ".join(f"{t.name}: {t.help}" for t in TASKS.values()))
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=notebook_models_table())
+    parser.add_argument("task", nargs="?", choices=sorted(TASKS),
+                        help="; ".join(f"{t.name}: {t.help}" for t in TASKS.values()))
+    parser.add_argument("--list", action="store_true",
+                        help="list every notebook that trains a model and the task that trains it, then exit")
     parser.add_argument("--config", help="a JSON or TOML file of configuration keys (the defaults are the notebook's)")
     parser.add_argument("--steps", type=int, help="total optimizer steps")
     parser.add_argument("--batch-size", type=int, help="examples per batch and process")
@@ -302,6 +308,13 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def notebook_models_table() -> str:
+    """What ``course-train --list`` prints: each task, then every notebook that trains a model and how."""
+    lines = ["tasks:"] + [f"  {t.name:10} {t.help}" for t in TASKS.values()] + ["", "notebooks:"]
+    lines += [f"  {notebook:26} {how}" for notebook, how in NOTEBOOK_MODELS.items()]
+    return "\n".join(lines)
+
+
 def _fail(message: str, code: int) -> int:
     """Print one error line (prefixed with the process's rank when there are several) and return ``code``."""
     rank = f"[rank {os.environ['RANK']}] " if int(os.environ.get("WORLD_SIZE", "1")) > 1 else ""
@@ -314,6 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     non-finite loss."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.list:
+        print(notebook_models_table())
+        return 0
+    if args.task is None:
+        parser.error(f"the task is required (one of {', '.join(sorted(TASKS))}; --list shows the notebooks')")
     overrides = {key: value for key, value in (("steps", args.steps), ("batch_size", args.batch_size),
                                                ("accumulate", args.accumulate),
                                                ("checkpoint_every", args.checkpoint_every), ("seed", args.seed))

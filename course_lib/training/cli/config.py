@@ -26,7 +26,8 @@ from course_lib.training.cli.tasks import TASKS
 __all__ = ["ConfigError", "load_config", "read_config_file", "quick_requested"]
 
 # Keys whose value must be one of a few words (the type check alone would accept any string).
-CHOICES = {"amp": ("auto", "off")}
+CHOICES = {"amp": ("auto", "off"), "architecture": ("transformer", "gru", "gru_additive"),
+           "activation": ("relu", "gelu", "gelu_tanh"), "positions": ("sinusoidal", "learned")}
 
 
 class ConfigError(ValueError):

@@ -2,13 +2,20 @@
 
 Each :class:`Task` has its defaults (the configuration its notebook uses) and a ``build`` function that
 returns a :class:`Setup`: the model, optimizer, scheduler, training examples, how to batch them, how a
-batch becomes a loss (:func:`course_lib.training.engine.translation_step` or ``classification_step``), and the
-final evaluation the notebook prints. Everything comes from ``course_lib``; nothing here is a second copy
-of a model or a loss.
+batch becomes a loss (a step: :func:`course_lib.training.engine.translation_step`, ``classification_step``,
+:func:`course_lib.training.language_model.lm_step`, ...), and the final evaluation the notebook prints.
+Everything comes from
+``course_lib``; nothing here is a second copy of a model, a loss or a loop: every task trains on
+:func:`course_lib.training.engine.train`.
 
-Adding a task (for example ``lm`` for a GPT-style language model): write ``build_lm(config, device) ->
-Setup`` and its defaults, and register ``TASKS["lm"] = Task("lm", LM_DEFAULTS, build_lm, "...")``. The
-command line, checkpoints, resume and many processes then work unchanged.
+The tasks: ``translate`` (notebook 07's Transformer; notebook 12's variants through ``--set``), ``vit``
+(notebook 08), ``lm`` (notebook 10's GPT) and ``bert`` (notebook 11: masked-language-model pre-training,
+evaluated by fine-tuning copies on the labelled task). :data:`NOTEBOOK_MODELS` says, for every notebook
+that trains a model, which task trains it (``course-train --list``).
+
+Adding a task: write ``build_x(config, device) -> Setup`` and its defaults, and register
+``TASKS["x"] = Task("x", X_DEFAULTS, build_x, "...")``. The command line, checkpoints, resume and many
+processes then work unchanged.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from torch import nn
 from course_lib.training.engine import Prediction, classification_step, translation_step
 
 __all__ = ["Setup", "Task", "TASKS", "TRANSLATE_DEFAULTS", "VIT_DEFAULTS", "TRANSLATE_QUICK", "VIT_QUICK",
-           "build_translate", "build_vit", "validate_translate"]
+           "LM_DEFAULTS", "LM_QUICK", "BERT_DEFAULTS", "BERT_QUICK", "NOTEBOOK_MODELS", "build_translate",
+           "build_vit", "build_lm", "build_bert", "validate_translate"]
 
 
 @dataclass
@@ -72,7 +80,8 @@ COMMON_QUICK = dict(steps=30, checkpoint_every=10, batch_size=32)
 TRANSLATE_DEFAULTS = {**COMMON_DEFAULTS, **dict(
     steps=800, batch_size=128,
     d_model=128, num_heads=4, num_layers=2, d_ff=256, dropout=0.0, norm_first=True, max_len=128,
-    warmup=300, lr_scale=0.6, smoothing=0.1, bpe_vocab_size=120,
+    warmup=300, lr_scale=0.6, smoothing=0.1, bpe_vocab_size=120, architecture="transformer", d_k=0,
+    positions="sinusoidal",
     n_train=40_000, n_valid=1_000, n_test=2_000, max_number=999_999,
     train_tsv="", train_src="", train_tgt="", test_tsv="", test_src="", test_tgt="",
     eval_size=2_000, eval_max_len=40,
@@ -138,10 +147,13 @@ def _translation_pairs(config: dict) -> tuple[list, list, str]:
 
 
 def build_translate(config: dict, device: torch.device) -> Setup:
-    """Notebook 07: English -> German, words to BPE pieces, a pre-LN Transformer, the paper's schedule."""
+    """Notebook 07: English -> German, words to BPE pieces, a pre-LN Transformer, the paper's schedule
+    (``architecture="gru"`` or ``"gru_additive"``: notebook 09's recurrent encoder-decoders instead)."""
     from course_lib.data.translation import BPETokenizer, TranslationDataset, Vocab, WordTokenizer, collate
     from course_lib.evaluation.metrics import translation_scores
+    from course_lib.experiments.paper import with_key_size, with_learned_positions
     from course_lib.generation.decoding import translate
+    from course_lib.models.seq2seq import RNNEncoderDecoder
     from course_lib.models.transformer import Transformer
     from course_lib.training.engine import label_smoothed_cross_entropy, make_optimizer, make_scheduler
 
@@ -153,10 +165,20 @@ def build_translate(config: dict, device: torch.device) -> Setup:
     src_vocab = Vocab.build(src_tok.tokenize(p.src) for p in fits)
     tgt_vocab = Vocab.build(tgt_tok.tokenize(p.tgt) for p in fits)
     dataset = TranslationDataset(fits, src_tok, tgt_tok, src_vocab, tgt_vocab)
-    model = Transformer(len(src_vocab), len(tgt_vocab), d_model=config["d_model"], num_heads=config["num_heads"],
-                        num_encoder_layers=config["num_layers"], num_decoder_layers=config["num_layers"],
-                        d_ff=config["d_ff"], dropout=config["dropout"], max_len=config["max_len"],
-                        norm_first=config["norm_first"]).to(device)
+    if config["architecture"] == "transformer":
+        model = Transformer(len(src_vocab), len(tgt_vocab), d_model=config["d_model"],
+                            num_heads=config["num_heads"], num_encoder_layers=config["num_layers"],
+                            num_decoder_layers=config["num_layers"], d_ff=config["d_ff"], dropout=config["dropout"],
+                            max_len=config["max_len"], norm_first=config["norm_first"])
+        if config["d_k"]:  # notebook 12, Table 3 row B: another key size (0: d_model / num_heads)
+            with_key_size(model, config["d_k"])
+        if config["positions"] == "learned":  # row E
+            with_learned_positions(model)
+        model = model.to(device)
+    else:  # notebook 09's recurrent encoder-decoders: the bottleneck, or additive attention
+        model = RNNEncoderDecoder(len(src_vocab), len(tgt_vocab), d_model=config["d_model"],
+                                  attention="additive" if config["architecture"] == "gru_additive" else None,
+                                  pad_id=tgt_vocab.pad_id).to(device)
     optimizer = make_optimizer(model)
     scheduler = make_scheduler(optimizer, config["d_model"], config["warmup"], config["lr_scale"])
     pad_id, smoothing = tgt_vocab.pad_id, config["smoothing"]
@@ -175,14 +197,10 @@ def build_translate(config: dict, device: torch.device) -> Setup:
 
 def build_vit(config: dict, device: torch.device) -> Setup:
     """Notebook 08: the Vision Transformer on the 8x8 digits, AdamW, warm-up and cosine decay, small shifts."""
-    from course_lib.data.digits import (
-        accuracy,
-        classifier_optimizer,
-        digits_split,
-        random_shift,
-        warmup_cosine_schedule,
-    )
+    from course_lib.data.digits import classifier_optimizer, digits_split, random_shift
+    from course_lib.evaluation.metrics import classifier_accuracy
     from course_lib.models.vit import VisionTransformer
+    from course_lib.training.engine import warmup_cosine_schedule
 
     split = digits_split(seed=config["seed"])
     model = VisionTransformer(image_size=config["image_size"], patch_size=config["patch_size"],
@@ -201,12 +219,128 @@ def build_vit(config: dict, device: torch.device) -> Setup:
         return random_shift(images, max_shift), labels  # the global generator: restored on resume
 
     def evaluate(trained: nn.Module, where: torch.device) -> dict[str, float]:
-        return {"test_accuracy": 100 * accuracy(trained, split.test_x, split.test_y),
-                "val_accuracy": 100 * accuracy(trained, split.val_x, split.val_y), "test_images": len(split.test_y)}
+        return {"test_accuracy": 100 * classifier_accuracy(trained, split.test_x, split.test_y, 512),
+                "val_accuracy": 100 * classifier_accuracy(trained, split.val_x, split.val_y, 512),
+                "test_images": len(split.test_y)}
 
     return Setup(model, optimizer, scheduler, dataset, collate_fn, classification_step,
                  nn.CrossEntropyLoss(label_smoothing=config["label_smoothing"]), evaluate,
                  f"digits split {split.sizes}")
+
+
+# Notebook 10's CONFIG and training (LONG_RUN = False): the Python manual, byte-level BPE of 1 024, a GPT of 4
+# layers, AdamW with a warm-up and a cosine decay to 10 %; evaluated by the validation perplexity.
+LM_DEFAULTS = {**COMMON_DEFAULTS, **dict(
+    steps=400, batch_size=16, vocab_size=1024, seq_len=128, d_model=128, num_heads=4, num_layers=4, dropout=0.0,
+    activation="gelu_tanh", lr=2e-3, warmup=30, weight_decay=0.1, text_file="",
+)}
+LM_QUICK = {**COMMON_QUICK, **dict(batch_size=8, vocab_size=300, seq_len=32, d_model=32, num_heads=2, num_layers=1,
+                                   warmup=5)}
+
+# Notebook 11's CONFIG, pre-training and fine-tuning (LONG_RUN = False): docstrings of the standard library,
+# byte-level BPE of 1 000, a BERT of 2 layers pre-trained with MLM; evaluated like the notebook, by
+# fine-tuning a copy on 32 labelled docstrings per class (seed 0) and scoring the held-out docstrings.
+BERT_DEFAULTS = {**COMMON_DEFAULTS, **dict(
+    steps=600, batch_size=32, vocab_size=1000, seq_len=64, d_model=128, num_heads=4, num_layers=2, dropout=0.0,
+    lr=1e-3, warmup=50, per_class=32, finetune_steps=120, finetune_lr=3e-4, finetune_batch_size=16,
+)}
+BERT_QUICK = {**COMMON_QUICK, **dict(batch_size=16, vocab_size=300, seq_len=32, d_model=32, num_heads=2,
+                                     num_layers=1, warmup=5, per_class=4, finetune_steps=10)}
+
+
+class _Windows(torch.utils.data.Dataset):
+    """Every window of ``length`` consecutive tokens of a stream, one per start position: (length,) each."""
+
+    def __init__(self, stream: torch.Tensor, length: int) -> None:
+        if stream.numel() <= length:
+            raise ValueError(f"the token stream ({stream.numel()} tokens) is shorter than one window of {length}")
+        self.stream, self.length = stream, length
+
+    def __len__(self) -> int:
+        return self.stream.numel() - self.length + 1
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.stream[index:index + self.length]
+
+
+def build_lm(config: dict, device: torch.device) -> Setup:
+    """Notebook 10: a GPT on the Python manual (or ``text_file``), windows of ``seq_len + 1`` tokens."""
+    import torch.nn.functional as F
+
+    from course_lib.data.python_docs import ByteBPE, encode_documents, load_text_file, python_docs_corpus
+    from course_lib.models.gpt import GPT
+    from course_lib.training.engine import make_adamw, warmup_cosine_schedule
+    from course_lib.training.language_model import evaluate_perplexity, lm_step
+
+    corpus = load_text_file(config["text_file"]) if config["text_file"] else python_docs_corpus()
+    bpe = ByteBPE.train(corpus.train, vocab_size=config["vocab_size"])
+    train_stream, valid_stream = encode_documents(bpe, corpus.train), encode_documents(bpe, corpus.valid)
+    model = GPT(bpe.vocab_size, d_model=config["d_model"], num_heads=config["num_heads"],
+                num_layers=config["num_layers"], max_len=config["seq_len"], dropout=config["dropout"],
+                activation=config["activation"]).to(device)
+    optimizer = make_adamw(model, config["lr"], config["weight_decay"], betas=(0.9, 0.95))
+    scheduler = warmup_cosine_schedule(optimizer, config["warmup"], config["steps"], floor=0.1)
+
+    def evaluate(trained: nn.Module, where: torch.device) -> dict[str, float]:
+        return {"valid_perplexity": evaluate_perplexity(trained, valid_stream, config["seq_len"]),
+                "valid_tokens": valid_stream.numel()}
+
+    return Setup(model, optimizer, scheduler, _Windows(train_stream, config["seq_len"] + 1), torch.stack, lm_step,
+                 F.cross_entropy, evaluate, f"{corpus!r}; {train_stream.numel():,} training tokens, vocabulary "
+                                            f"{bpe.vocab_size}")
+
+
+def _mlm_forward_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device | str
+                      ) -> Prediction:
+    """Masked-language-model logits through ``model(inputs)`` (batch, seq, vocab), scored at the selected
+    positions: :func:`course_lib.training.pretraining.mlm_step` calls the model's parts to skip the output layer at
+    unselected positions, which ``DistributedDataParallel`` cannot follow (it synchronises through forward)."""
+    from course_lib.models.bert import IGNORE_INDEX
+
+    inputs, labels = (t.to(device) for t in batch)
+    selected = labels != IGNORE_INDEX  # (batch, seq)
+    logits = model(inputs)  # (batch, seq, vocab)
+    return Prediction(logits[selected][None], labels[selected][None], int(selected.sum()))
+
+
+def build_bert(config: dict, device: torch.device) -> Setup:
+    """Notebook 11: BERT pre-trained with masked language modelling on the standard library's docstrings."""
+    import copy
+
+    from course_lib.evaluation.metrics import classifier_accuracy
+    from course_lib.models.bert import BERT, ClassificationHead, mask_tokens, mlm_loss
+    from course_lib.runtime import set_seed
+    from course_lib.training.engine import make_adamw, warmup_linear_schedule
+    from course_lib.training.pretraining import DocstringData, fine_tune, labelled_subset
+
+    data = DocstringData.build(vocab_size=config["vocab_size"], seq_len=config["seq_len"])
+    model = BERT(data.bpe.vocab_size, d_model=config["d_model"], num_heads=config["num_heads"],
+                 num_layers=config["num_layers"], max_len=config["seq_len"], dropout=config["dropout"],
+                 pad_id=data.pad_id).to(device)
+    optimizer = make_adamw(model, config["lr"])
+    scheduler = warmup_linear_schedule(optimizer, min(config["warmup"], config["steps"]), config["steps"])
+    cls = torch.tensor([data.cls_id])
+
+    def collate_fn(windows: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        tokens = torch.stack([torch.cat([cls, window]) for window in windows])  # (batch, seq_len): [CLS] first
+        return mask_tokens(tokens, data.mask_id, data.bpe.vocab_size, data.special_ids)  # the global generator
+
+    def evaluate(trained: nn.Module, where: torch.device) -> dict[str, float]:
+        chosen = labelled_subset(data.train_labels, config["per_class"], config["seed"])
+        classifier = copy.deepcopy(trained)
+        set_seed(config["seed"])
+        classifier.head = ClassificationHead(config["d_model"], len(data.classes), config["dropout"]).to(where)
+        fine_tune(classifier, data.train_tokens[chosen], data.train_labels[chosen], config["finetune_steps"],
+                  batch_size=config["finetune_batch_size"], lr=config["finetune_lr"], seed=config["seed"],
+                  progress=False)
+        return {"valid_accuracy": 100 * classifier_accuracy(classifier, data.valid_tokens, data.valid_labels,
+                                                            classify=classifier.classify),
+                "labelled_examples": len(chosen), "valid_docstrings": len(data.valid_labels)}
+
+    return Setup(model, optimizer, scheduler, _Windows(data.stream, config["seq_len"] - 1), collate_fn,
+                 _mlm_forward_step, mlm_loss, evaluate,
+                 f"{data.stream.numel():,} pre-training tokens, vocabulary {data.bpe.vocab_size}, "
+                 f"{len(data.classes)} classes")
 
 
 TASKS: dict[str, Task] = {
@@ -216,5 +350,26 @@ TASKS: dict[str, Task] = {
     # The ViT's cosine decay reaches its floor at `steps`: a resumed run with another `steps` would reshape it.
     "vit": Task("vit", VIT_DEFAULTS, build_vit, "notebook 08's Vision Transformer on the 8x8 digits",
                 quick=VIT_QUICK, schedule_keys=("steps",)),
-    # "lm": a GPT-style language model registers here once course_lib has one (see the module docstring).
+    "lm": Task("lm", LM_DEFAULTS, build_lm, "notebook 10's GPT language model on the Python manual (or text_file)",
+               quick=LM_QUICK, schedule_keys=("steps",)),
+    "bert": Task("bert", BERT_DEFAULTS, build_bert,
+                 "notebook 11's BERT: masked-language-model pre-training on the standard library's docstrings, "
+                 "scored by fine-tuning on the labelled task", quick=BERT_QUICK, schedule_keys=("steps",)),
+}
+
+#: Every notebook that trains a model, and how ``course-train`` trains it (``course-train --list``).
+NOTEBOOK_MODELS: dict[str, str] = {
+    "02_multi_head_attention": "a one-layer attention reader of a toy task: in the notebook (seconds of training)",
+    "03_positional_encoding": "a previous-token attention toy: in the notebook (seconds of training)",
+    "05_encoder": "a small encoder classifier of a toy task: in the notebook (seconds of training)",
+    "06_decoder": "a small encoder-decoder reversing sequences: in the notebook (seconds of training)",
+    "07_training_and_decoding": "course-train translate",
+    "08_vision_transformer": "course-train vit",
+    "09_why_self_attention": "course-train translate --set architecture=gru | gru_additive | transformer (section "
+                             "7's three models, with notebook 07's optimiser); the recall toys train in the notebook",
+    "10_language_model": "course-train lm",
+    "11_bert": "course-train bert",
+    "12_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
+                            "d_k, num_layers, d_model, d_ff, dropout, smoothing, positions=learned); "
+                            "course_lib.experiments.ablation.train_variant runs the notebook's grid",
 }
