@@ -13,6 +13,10 @@ stores everything from one that keeps a window (a subclass may drop old keys; ``
 Shapes: keys and values ``(batch, kv_heads, stored, d_k)``; ``kv_heads`` is the model's number of heads, or
 fewer when queries share keys (grouped-query attention).
 
+A :class:`SlidingWindowCache` keeps only the last ``window - 1`` positions, for sliding-window attention
+(Mistral): each query sees itself and the ``window - 1`` positions before it, so older keys are never read
+again, memory stays bounded and generation can run past the context length.
+
 Example:
     >>> cache = KVCache()
     >>> k, v = cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))  # the prompt: 3 positions
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "SlidingWindowCache"]
 
 
 class KVCache:
@@ -44,6 +48,12 @@ class KVCache:
     def length(self) -> int:
         """How many positions are stored now (0 when empty)."""
         return 0 if self.keys is None else self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the stored keys and values take, in bytes (0 when empty): what grouped-query attention
+        divides by ``num_heads / num_kv_heads``."""
+        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     def _check_update(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Raise a ValueError naming the argument, the shape expected and the shape given."""
@@ -78,3 +88,46 @@ class KVCache:
     def key_positions(self, device: torch.device | str | None = None) -> torch.Tensor:
         """The absolute positions of the stored keys, oldest first: ``(stored,)``, ``seen - stored .. seen - 1``."""
         return torch.arange(self.seen - self.length, self.seen, device=device)
+
+
+class SlidingWindowCache(KVCache):
+    """A rolling cache for sliding-window attention: it stores at most the last ``window - 1`` positions.
+
+    Under a sliding window of ``window`` positions, the query at position ``p`` attends to keys
+    ``p - window + 1 .. p``. The next query brings its own key, so ``window - 1`` stored positions are all a
+    later step can need (Hugging Face keeps the same number). :meth:`update` returns the stored positions and
+    the new ones (a prompt longer than the window needs all of its own keys this step), then drops the
+    oldest; :attr:`seen` keeps counting, so positions (for rotary embeddings) stay absolute.
+
+    Shapes: as :class:`KVCache`; the stored length never exceeds ``window - 1``.
+
+    Example:
+        >>> cache = SlidingWindowCache(window=3)
+        >>> k, v = cache.update(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))  # a prompt of 5
+        >>> k.shape[2], cache.length, cache.seen, cache.key_positions().tolist()
+        (5, 2, 5, [3, 4])
+    """
+
+    def __init__(self, window: int) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"SlidingWindowCache: window must be an int >= 1, got {window!r}")
+        super().__init__()
+        self.window = window
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return the stored and the new ``keys``/``values`` (batch, kv_heads, stored + new, d_k); keep the last
+        ``window - 1`` positions of them.
+
+        The returned keys are those of positions ``seen - stored - new .. seen - 1`` (after the update); the
+        attention restricts each query to its own window with a mask.
+        """
+        all_keys, all_values = super().update(keys, values)  # (batch, kv_heads, stored + new, d_k)
+        keep = min(self.window - 1, all_keys.shape[2])
+        start = all_keys.shape[2] - keep
+        # A copy, not a view: a view would keep the whole (stored + new) tensor alive.
+        self.keys = all_keys[:, :, start:].contiguous()  # (batch, kv_heads, keep, d_k)
+        self.values = all_values[:, :, start:].contiguous()
+        return all_keys, all_values
+
+    def __repr__(self) -> str:
+        return f"SlidingWindowCache(window={self.window}, length={self.length}, seen={self.seen})"
