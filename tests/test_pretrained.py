@@ -37,7 +37,7 @@ def _perturb_vectors(model: torch.nn.Module) -> torch.nn.Module:
 def _gpt2(tie: bool = True) -> torch.nn.Module:
     torch.manual_seed(0)
     config = transformers.GPT2Config(vocab_size=100, n_positions=40, n_embd=32, n_layer=2, n_head=4,
-                                     tie_word_embeddings=tie)
+                                     bos_token_id=0, eos_token_id=0, tie_word_embeddings=tie)
     model = transformers.GPT2LMHeadModel(config).eval()
     return _perturb_vectors(model)
 
