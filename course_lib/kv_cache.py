@@ -13,9 +13,9 @@ stores everything from one that keeps a window (a subclass may drop old keys; ``
 Shapes: keys and values ``(batch, kv_heads, stored, d_k)``; ``kv_heads`` is the model's number of heads, or
 fewer when queries share keys (grouped-query attention).
 
-A :class:`SlidingWindowCache` keeps only the last ``window - 1`` positions, for sliding-window attention
-(Mistral): each query sees itself and the ``window - 1`` positions before it, so older keys are never read
-again, memory stays bounded and generation can run past the context length.
+A :class:`SlidingWindowCache` keeps only what sliding-window attention (Mistral) can still read: each query
+sees itself and the ``window - 1`` positions before it, so older keys are dropped, memory stays bounded and
+generation can run past the context length.
 
 Example:
     >>> cache = KVCache()
@@ -91,21 +91,24 @@ class KVCache:
 
 
 class SlidingWindowCache(KVCache):
-    """A rolling cache for sliding-window attention: it stores at most the last ``window - 1`` positions.
+    """A rolling cache for sliding-window attention: earlier steps leave at most ``window - 1`` positions.
 
     Under a sliding window of ``window`` positions, the query at position ``p`` attends to keys
-    ``p - window + 1 .. p``. The next query brings its own key, so ``window - 1`` stored positions are all a
-    later step can need (Hugging Face keeps the same number). :meth:`update` returns the stored positions and
-    the new ones (a prompt longer than the window needs all of its own keys this step), then drops the
-    oldest; :attr:`seen` keeps counting, so positions (for rotary embeddings) stay absolute.
+    ``p - window + 1 .. p``: of the positions before a step, only the last ``window - 1`` can still be read
+    (Hugging Face keeps the same number). :meth:`update` first drops the older ones, then appends the step's
+    keys and values and returns everything stored, as :class:`KVCache` does: so :meth:`key_positions` describes
+    exactly the keys returned, and a step (a prompt longer than the window, say) has all of its own keys.
+    Between single-token steps the cache holds ``window`` positions; :attr:`seen` keeps counting, so positions
+    (for rotary embeddings) stay absolute and generation runs past any context length.
 
-    Shapes: as :class:`KVCache`; the stored length never exceeds ``window - 1``.
+    Shapes: as :class:`KVCache`; after an update the stored length is at most ``window - 1 + new``.
 
     Example:
         >>> cache = SlidingWindowCache(window=3)
         >>> k, v = cache.update(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))  # a prompt of 5
-        >>> k.shape[2], cache.length, cache.seen, cache.key_positions().tolist()
-        (5, 2, 5, [3, 4])
+        >>> k, v = cache.update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))  # one new token
+        >>> k.shape[2], cache.seen, cache.key_positions().tolist()
+        (3, 6, [3, 4, 5])
     """
 
     def __init__(self, window: int) -> None:
@@ -115,19 +118,13 @@ class SlidingWindowCache(KVCache):
         self.window = window
 
     def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Return the stored and the new ``keys``/``values`` (batch, kv_heads, stored + new, d_k); keep the last
-        ``window - 1`` positions of them.
-
-        The returned keys are those of positions ``seen - stored - new .. seen - 1`` (after the update); the
-        attention restricts each query to its own window with a mask.
-        """
-        all_keys, all_values = super().update(keys, values)  # (batch, kv_heads, stored + new, d_k)
-        keep = min(self.window - 1, all_keys.shape[2])
-        start = all_keys.shape[2] - keep
-        # A copy, not a view: a view would keep the whole (stored + new) tensor alive.
-        self.keys = all_keys[:, :, start:].contiguous()  # (batch, kv_heads, keep, d_k)
-        self.values = all_values[:, :, start:].contiguous()
-        return all_keys, all_values
+        """Drop the stored positions older than the last ``window - 1``, then append ``keys``/``values``
+        (batch, kv_heads, new, d_k) and return all stored ones, (batch, kv_heads, kept + new, d_k)."""
+        self._check_update(keys, values)  # before anything is dropped: a refused update changes nothing
+        drop = self.length - (self.window - 1)
+        if drop > 0:  # views here; the concatenation in KVCache.update copies, freeing the dropped positions
+            self.keys, self.values = self.keys[:, :, drop:], self.values[:, :, drop:]
+        return super().update(keys, values)
 
     def __repr__(self) -> str:
         return f"SlidingWindowCache(window={self.window}, length={self.length}, seen={self.seen})"

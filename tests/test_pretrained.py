@@ -96,7 +96,7 @@ def test_cached_generation_equals_uncached_and_hugging_faces(tmp_path: Path) -> 
     ours = load_llama(_save(theirs, tmp_path))
     prompt = torch.randint(0, 100, (2, 5))
     with torch.no_grad():
-        cache, tokens = ours.new_cache(), prompt
+        cache, tokens = ours.make_cache(), prompt
         logits = ours(prompt, cache)
         for _ in range(8):  # greedy, one token at a time through the cache
             tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)

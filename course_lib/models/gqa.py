@@ -11,7 +11,8 @@ that factor. ``num_kv_heads = num_heads`` is multi-head attention, ``num_kv_head
 Positions enter by rotating queries and keys (:func:`course_lib.models.rope.apply_rope`) at their absolute
 positions, which start at ``cache.seen`` when a cache is given. A **sliding window** of ``window`` positions
 (Mistral) lets query ``p`` see keys ``p - window + 1 .. p`` only (:func:`sliding_window_mask`); with a
-:class:`~course_lib.kv_cache.SlidingWindowCache` the cache then holds at most ``window - 1`` positions.
+:class:`~course_lib.kv_cache.SlidingWindowCache` the cache then keeps at most ``window - 1`` positions
+from one step to the next.
 
 The attention itself is the course's (:func:`course_lib.attention.fused_attention`, or
 :func:`course_lib.attention.scaled_dot_product_attention` when the weights are asked for), with the course's
@@ -171,8 +172,9 @@ class GroupedQueryAttention(nn.Module):
                              f"attention still reads (its window is {self.window}); give it window >= "
                              f"{self.window} or a plain KVCache")
         if mask is not None:  # checked before the cache is updated: a refused call changes nothing
-            keys = (cache.length if cache is not None else 0) + x.shape[1]
-            _check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], keys))
+            kept = 0 if cache is None else cache.length if not isinstance(cache, SlidingWindowCache) \
+                else min(cache.length, cache.window - 1)
+            _check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], kept + x.shape[1]))
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -186,9 +188,10 @@ class GroupedQueryAttention(nn.Module):
         v = split_heads(self.w_v(x), self.num_kv_heads)  # (batch, num_kv_heads, seq, d_k)
         q = apply_rope(q, positions, self.rope_base, self.rope_layout)
         k = apply_rope(k, positions, self.rope_base, self.rope_layout)  # rotated once, then cached
+        key_positions = positions  # (keys,): without a cache, the keys are these positions
         if cache is not None:
             k, v = cache.update(k, v)  # (batch, num_kv_heads, keys, d_k): the cached positions, then these
-        key_positions = torch.arange(start + seq - k.shape[2], start + seq, device=x.device)  # (keys,)
+            key_positions = cache.key_positions(x.device)  # (keys,): absolute, a rolling cache's included
         allowed = sliding_window_mask(positions, key_positions, self.window)[None, None]  # (1, 1, seq, keys)
         if mask is not None:
             allowed = allowed & mask  # (batch or 1, num_heads or 1, seq, keys)

@@ -181,13 +181,13 @@ class Llama(nn.Module):
     Initialisation as Hugging Face's: N(0, 0.02^2) for every matrix, zeros for biases, ones for the norms.
 
     Shapes: ``tokens`` integer ``(batch, seq)``; ``cache`` None or one :class:`~course_lib.kv_cache.KVCache`
-    per layer (:meth:`new_cache`), the tokens following its ``seen`` positions -> logits
+    per layer (:meth:`make_cache`), the tokens following its ``seen`` positions -> logits
     ``(batch, seq, vocab_size)``.
 
     Example (generation with a cache, one token at a time after the prompt):
         >>> lm = Llama(vocab_size=50, d_model=16, num_heads=4, num_layers=2, num_kv_heads=1).eval()
         >>> tokens = torch.randint(0, 50, (1, 6))
-        >>> cache = lm.new_cache()
+        >>> cache = lm.make_cache()
         >>> logits = torch.cat([lm(tokens[:, :5], cache), lm(tokens[:, 5:], cache)], dim=1)
         >>> torch.allclose(logits, lm(tokens), atol=1e-5), cache[0].seen
         (True, 6)
@@ -219,12 +219,12 @@ class Llama(nn.Module):
             elif param.dim() >= 2:
                 nn.init.normal_(param, mean=0.0, std=0.02)
 
-    def new_cache(self) -> list[KVCache]:
+    def make_cache(self) -> list[KVCache]:
         """One empty cache per layer: a :class:`~course_lib.kv_cache.SlidingWindowCache` when the model has a
         window (memory bounded by the window: generation runs past ``max_len``), else a plain KVCache.
 
         Example:
-            >>> Llama(vocab_size=10, d_model=8, num_heads=2, num_layers=3, window=4).new_cache()[0]
+            >>> Llama(vocab_size=10, d_model=8, num_heads=2, num_layers=3, window=4).make_cache()[0]
             SlidingWindowCache(window=4, length=0, seen=0)
         """
         return [SlidingWindowCache(self.window) if self.window else KVCache() for _ in self.layers]
@@ -241,7 +241,7 @@ class Llama(nn.Module):
                 raise ValueError(f"Llama: token ids must be in [0, vocab_size={self.vocab_size}), got [{low}, {high}]")
         if cache is not None and (not isinstance(cache, (list, tuple)) or len(cache) != len(self.layers)):
             raise ValueError(f"Llama: cache must be a list of {len(self.layers)} KVCache (one per layer, "
-                             f"model.new_cache()), got {type(cache).__name__} of length "
+                             f"model.make_cache()), got {type(cache).__name__} of length "
                              f"{len(cache) if isinstance(cache, (list, tuple)) else '-'}")
 
     def hidden_states(self, tokens: torch.Tensor, cache: list[KVCache] | None = None,
