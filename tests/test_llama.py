@@ -10,6 +10,7 @@ from torch import nn
 from course_lib.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.gqa import GroupedQueryAttention, repeat_kv, sliding_window_mask
 from course_lib.models.llama import Llama, LlamaBlock, RMSNorm, SwiGLU, swiglu_width
+from course_lib.models.rope import convert_rope_weight
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.llama import modeling_llama  # noqa: E402
@@ -180,6 +181,25 @@ def test_padding_mask_is_combined_with_the_causal_one() -> None:
     assert float(weights.detach()[1, :, :, :2].abs().max()) == 0.0
     torch.testing.assert_close(out[1, 2:], attn(x[1:, 2:])[0][0], rtol=0, atol=1e-5)  # positions differ by 2,
     # but RoPE depends only on offsets: the padded row equals the unpadded sequence
+
+
+def test_a_meta_layout_model_equals_its_converted_hugging_face_layout() -> None:
+    """Interleaved RoPE with W_q, W_k as Meta stores them == rotate-half with the rows permuted (logits)."""
+    torch.manual_seed(7)
+    sizes = dict(vocab_size=40, d_model=32, num_heads=4, num_layers=2, num_kv_heads=2)
+    meta, hf = Llama(**sizes, rope_layout="interleaved").eval(), Llama(**sizes, rope_layout="half").eval()
+    state = meta.state_dict()
+    for name in state:
+        heads = 4 if name.endswith("w_q.weight") else 2 if name.endswith("w_k.weight") else None
+        if heads:
+            state[name] = convert_rope_weight(state[name], heads, "interleaved", "half")
+    hf.load_state_dict(state)
+    tokens = torch.randint(0, 40, (2, 9))
+    with torch.no_grad():
+        torch.testing.assert_close(hf(tokens), meta(tokens), **TOL)
+        state = meta.state_dict()  # unconverted weights in the other layout: different logits
+        hf.load_state_dict(state)
+        assert not torch.allclose(hf(tokens), meta(tokens), atol=1e-4)
 
 
 def test_tied_embeddings_and_dtypes() -> None:

@@ -129,6 +129,14 @@ def test_dtype_argument(tmp_path: Path) -> None:
     folder = _save(_gpt2(), tmp_path)
     assert load_gpt2(folder, dtype=torch.float64).lm_head.weight.dtype == torch.float64
     assert load_gpt2(folder, dtype=None).lm_head.weight.dtype == torch.float32  # as saved
+    theirs = _llama(2)
+    half = load_llama(_save(theirs, tmp_path / "llama"), dtype=torch.bfloat16)
+    tokens = torch.randint(0, 100, (2, 12))
+    with torch.no_grad():
+        logits = half(tokens)
+    assert logits.dtype == torch.bfloat16
+    expected = _logits(theirs, tokens)
+    assert float((logits.float() - expected).abs().max()) < 0.05 * float(expected.abs().max())
 
 
 def test_bad_folders_are_named(tmp_path: Path) -> None:

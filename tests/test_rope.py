@@ -168,3 +168,14 @@ def test_bad_layouts_and_sizes_are_named() -> None:
         rope_permutation(5)
     with pytest.raises(ValueError, match=r"num_heads \* d_k.*num_heads=3; got shape \(8, 2\)"):
         convert_rope_weight(torch.randn(8, 2), 3, "half", "interleaved")
+
+
+@pytest.mark.parametrize("batch_positions", [False, True])
+def test_seq_dim_takes_metas_batch_seq_heads_layout(batch_positions: bool) -> None:
+    torch.manual_seed(6)
+    x = torch.randn(2, 5, 3, 8)  # (batch, seq, heads, d_k), as in Meta's code
+    positions = torch.tensor([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]]) if batch_positions else torch.arange(2, 7)
+    expected = apply_rope(x.transpose(1, 2), positions, layout="interleaved").transpose(1, 2)
+    torch.testing.assert_close(apply_rope(x, positions, layout="interleaved", seq_dim=1), expected, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="seq_dim must index an axis of x other than the last"):
+        apply_rope(x, positions, seq_dim=-1)

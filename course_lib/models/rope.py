@@ -25,8 +25,9 @@ They differ by a fixed permutation of each head's features (:func:`rope_permutat
 rows of ``W_q`` and ``W_k`` (:func:`convert_rope_weight`, what Hugging Face's Llama conversion script does)
 turns a checkpoint of one layout into the other with the same attention scores.
 
-Shapes: ``x`` ``(..., seq, d_k)`` (e.g. ``(batch, heads, seq, d_k)``), ``positions`` ``(seq,)`` or
-``(batch, seq)`` integer absolute positions (with a key/value cache they start at ``cache.seen``).
+Shapes: ``x`` ``(..., seq, d_k)`` (e.g. ``(batch, heads, seq, d_k)``; another axis with ``seq_dim``),
+``positions`` ``(seq,)`` or ``(batch, seq)`` integer absolute positions (with a key/value cache they start at
+``cache.seen``).
 
 Example:
     >>> q = torch.randn(1, 2, 5, 8)                       # (batch, heads, seq, d_k)
@@ -92,23 +93,28 @@ def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0) -> tor
     return positions.to(torch.float32)[..., None] * omega  # (..., seq, d_k/2)
 
 
-def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, layout: str) -> None:
+def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, layout: str, seq_dim: int) -> None:
     who = "apply_rope"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or x.shape[-1] % 2:
         raise ValueError(f"{who}: x must be a floating-point tensor of shape (..., seq, d_k) with d_k even, got "
                          f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
     _require_positions(positions, who)
     _require_layout(layout, who)
-    seq = x.shape[-2]
+    if isinstance(seq_dim, bool) or not isinstance(seq_dim, int) or not -x.dim() <= seq_dim < x.dim() - 1 \
+            or seq_dim == -1:
+        raise ValueError(f"{who}: seq_dim must index an axis of x other than the last (d_k), got {seq_dim!r} for "
+                         f"x of shape {tuple(x.shape)}")
+    seq = x.shape[seq_dim]
     if positions.shape[-1] != seq:
-        raise ValueError(f"{who}: positions must give one position per row of x: x has seq={seq} (shape "
-                         f"{tuple(x.shape)}), positions has shape {tuple(positions.shape)}")
-    if positions.dim() == 2 and (x.dim() not in (3, 4) or positions.shape[0] not in (1, x.shape[0])):
-        raise ValueError(f"{who}: positions of shape (batch, seq) = {tuple(positions.shape)} need x of shape "
-                         f"(batch, seq, d_k) or (batch, heads, seq, d_k) with the same batch, got {tuple(x.shape)}")
+        raise ValueError(f"{who}: positions must give one position per row of x: x has seq={seq} (axis {seq_dim} "
+                         f"of shape {tuple(x.shape)}), positions has shape {tuple(positions.shape)}")
+    if positions.dim() == 2 and (x.dim() < 3 or seq_dim % x.dim() == 0 or positions.shape[0] not in (1, x.shape[0])):
+        raise ValueError(f"{who}: positions of shape (batch, seq) = {tuple(positions.shape)} need x with the same "
+                         f"batch on axis 0 and seq on another axis, got {tuple(x.shape)} (seq_dim={seq_dim})")
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half") -> torch.Tensor:
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half",
+               seq_dim: int = -2) -> torch.Tensor:
     """Rotate each pair of ``x``'s features by ``position * omega_i``: queries and keys before attention.
 
     With ``(a, b)`` a pair (``(2i, 2i+1)`` for ``"interleaved"``, ``(i, i + d_k/2)`` for ``"half"``) and
@@ -124,6 +130,8 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
         positions: integer ``(seq,)`` (the same for the whole batch) or ``(batch, seq)``; absolute positions.
         base: the frequencies' base (``rope_theta``).
         layout: ``"half"`` (Hugging Face) or ``"interleaved"`` (Meta's original, GPT-J).
+        seq_dim: the axis of positions: -2 for the course's ``(batch, heads, seq, d_k)``, 1 for Meta's
+            ``(batch, seq, heads, d_k)``. (It cannot be told from the shape when ``heads == seq``: say it.)
 
     Returns: a tensor of ``x``'s shape and dtype.
 
@@ -132,10 +140,13 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
         >>> apply_rope(x, torch.tensor([1]))                  # rotated by 1 radian
         tensor([[0.5403, 0.8415]])
     """
-    _check_apply_rope(x, positions, layout)
+    _check_apply_rope(x, positions, layout, seq_dim)
     angles = rope_angles(positions.to(x.device), x.shape[-1], base)  # (seq, d_k/2) or (batch, seq, d_k/2)
-    if positions.dim() == 2 and x.dim() == 4:
-        angles = angles[:, None]  # (batch, 1, seq, d_k/2): the same for every head
+    shape = [1] * x.dim()  # angles broadcast over every axis but batch, seq and the pairs
+    shape[seq_dim], shape[-1] = x.shape[seq_dim], x.shape[-1] // 2
+    if positions.dim() == 2:
+        shape[0] = positions.shape[0]
+    angles = angles.reshape(shape)  # e.g. (batch, 1, seq, d_k/2): the same for every head
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     if layout == "interleaved":
         a, b = x[..., 0::2], x[..., 1::2]  # (..., seq, d_k/2) each: features 0, 2, 4, ... and 1, 3, 5, ...
