@@ -42,7 +42,7 @@ import torch.nn.functional as F  # noqa: F401 - the module docstring's example u
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from course_lib.validation import check_positive_ints
+from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["online_softmax", "online_softmax_attention", "MemoryUse", "measure_memory"]
 
@@ -62,6 +62,14 @@ def _online_step(running_max: torch.Tensor, scores: torch.Tensor) -> tuple[torch
     return new_max, torch.exp(running_max - pivot), torch.exp(scores - pivot)
 
 
+def _check_online_softmax(x: torch.Tensor, dim: int = -1, tile_size: int = 32) -> None:
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0:
+        raise ValueError(f"online_softmax: x must be a floating-point tensor with at least one axis, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
+    check_positive_ints("online_softmax", tile_size=tile_size)
+
+
+@validated_by(_check_online_softmax)
 def online_softmax(x: torch.Tensor, dim: int = -1, tile_size: int = 32) -> torch.Tensor:
     """Softmax along ``dim`` whose normaliser is found in one pass over tiles: a running max and a running sum.
 
@@ -77,10 +85,6 @@ def online_softmax(x: torch.Tensor, dim: int = -1, tile_size: int = 32) -> torch
         >>> torch.allclose(online_softmax(x, tile_size=2), stable_softmax(x))
         True
     """
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0:
-        raise ValueError(f"online_softmax: x must be a floating-point tensor with at least one axis, got "
-                         f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
-    check_positive_ints("online_softmax", tile_size=tile_size)
     rows = x.movedim(dim, -1)  # (..., n): the softmax axis last
     running_max = torch.full((*rows.shape[:-1], 1), float("-inf"), dtype=x.dtype, device=x.device)
     running_sum = torch.zeros_like(running_max)  # (..., 1)
@@ -90,8 +94,8 @@ def online_softmax(x: torch.Tensor, dim: int = -1, tile_size: int = 32) -> torch
     return (torch.exp(rows - running_max) / running_sum).movedim(-1, dim)
 
 
-def _check_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                     tile_size: int) -> None:
+def _check_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None = None,
+                     causal: bool = False, tile_size: int = 128) -> None:
     who = "online_softmax_attention"
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.dim() < 2:
@@ -115,6 +119,7 @@ def _check_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     check_positive_ints(who, tile_size=tile_size)
 
 
+@validated_by(_check_attention)
 def online_softmax_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                              mask: torch.Tensor | None = None, causal: bool = False,
                              tile_size: int = 128) -> torch.Tensor:
@@ -144,7 +149,6 @@ def online_softmax_attention(query: torch.Tensor, key: torch.Tensor, value: torc
         >>> torch.allclose(ours, F.scaled_dot_product_attention(q, k, v), atol=1e-6)
         True
     """
-    _check_attention(query, key, value, mask, tile_size)
     work = torch.promote_types(query.dtype, torch.float32)  # float32 at least for the running statistics
     q = query.to(work) / math.sqrt(query.shape[-1])  # (..., seq_q, d_k), scaled once
     seq_q, seq_k = query.shape[-2], key.shape[-2]

@@ -33,11 +33,19 @@ from torch import nn
 from course_lib.attention import fused_attention, merge_heads, scaled_dot_product_attention, split_heads
 from course_lib.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.rope import ROPE_LAYOUTS, apply_rope
-from course_lib.validation import check_positive_ints
+from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["repeat_kv", "sliding_window_mask", "GroupedQueryAttention"]
 
 
+def _check_repeat_kv(x: torch.Tensor, num_groups: int) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        raise ValueError(f"repeat_kv: x must have shape (batch, num_kv_heads, seq, d_k), got "
+                         f"{tuple(getattr(x, 'shape', ())) or type(x).__name__}")
+    check_positive_ints("repeat_kv", num_groups=num_groups)
+
+
+@validated_by(_check_repeat_kv)
 def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
     """Repeat each key/value head ``num_groups`` times, in place: head ``j`` becomes heads ``j*g .. j*g + g - 1``.
 
@@ -51,10 +59,6 @@ def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
         >>> repeat_kv(torch.tensor([10.0, 20.0]).view(1, 2, 1, 1), 2).flatten()
         tensor([10., 10., 20., 20.])
     """
-    if not isinstance(x, torch.Tensor) or x.dim() != 4:
-        raise ValueError(f"repeat_kv: x must have shape (batch, num_kv_heads, seq, d_k), got "
-                         f"{tuple(getattr(x, 'shape', ())) or type(x).__name__}")
-    check_positive_ints("repeat_kv", num_groups=num_groups)
     if num_groups == 1:
         return x
     batch, kv_heads, seq, d_k = x.shape
@@ -159,7 +163,8 @@ class GroupedQueryAttention(nn.Module):
         self.w_v = nn.Linear(d_model, num_kv_heads * d_k, bias=bias)
         self.w_o = nn.Linear(num_heads * d_k, d_model, bias=bias)
 
-    def _check_forward(self, x: torch.Tensor, cache: KVCache | None, mask: torch.Tensor | None) -> None:
+    def _check_forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None,
+                       need_weights: bool = False) -> None:
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3 \
                 or x.shape[-1] != self.d_model or x.shape[1] < 1:
             raise ValueError(f"GroupedQueryAttention: x must be a floating-point tensor of shape (batch, seq >= 1, "
@@ -176,10 +181,10 @@ class GroupedQueryAttention(nn.Module):
                 else min(cache.length, cache.window - 1)
             _check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], kept + x.shape[1]))
 
+    @validated_by(_check_forward)
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from every position of ``x`` to the earlier ones (and the cached ones); see the class docstring."""
-        self._check_forward(x, cache, mask)
         seq = x.shape[1]
         start = cache.seen if cache is not None else 0  # the absolute position of x's first token
         positions = torch.arange(start, start + seq, device=x.device)  # (seq,)

@@ -35,7 +35,7 @@ from torch import nn
 
 from course_lib.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.gqa import GroupedQueryAttention
-from course_lib.validation import check_positive_ints
+from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "LlamaBlock", "Llama"]
 
@@ -66,10 +66,13 @@ class RMSNorm(nn.Module):
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))  # the gain g, one per feature
 
+    def _check_forward(self, x: torch.Tensor) -> None:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1 or x.shape[-1] != self.d_model:
+            raise ValueError(f"RMSNorm: x must be a floating-point tensor of shape (..., d_model={self.d_model}), "
+                             f"got {getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
+
+    @validated_by(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor) or x.dim() < 1 or x.shape[-1] != self.d_model:
-            raise ValueError(f"RMSNorm: x must have shape (..., d_model={self.d_model}), got "
-                             f"{tuple(getattr(x, 'shape', ())) or type(x).__name__}")
         x32 = x.to(torch.float32)
         inverse_rms = torch.rsqrt(x32.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
         return self.weight * (x32 * inverse_rms).to(x.dtype)  # (..., d_model)

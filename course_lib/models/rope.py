@@ -40,6 +40,7 @@ from __future__ import annotations
 import torch
 
 from course_lib.positional import sinusoidal_frequencies
+from course_lib.validation import validated_by
 
 __all__ = [
     "ROPE_LAYOUTS",
@@ -93,7 +94,8 @@ def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0) -> tor
     return positions.to(torch.float32)[..., None] * omega  # (..., seq, d_k/2)
 
 
-def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, layout: str, seq_dim: int) -> None:
+def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half",
+                      seq_dim: int = -2) -> None:
     who = "apply_rope"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or x.shape[-1] % 2:
         raise ValueError(f"{who}: x must be a floating-point tensor of shape (..., seq, d_k) with d_k even, got "
@@ -113,6 +115,7 @@ def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, layout: str, seq
                          f"batch on axis 0 and seq on another axis, got {tuple(x.shape)} (seq_dim={seq_dim})")
 
 
+@validated_by(_check_apply_rope)
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half",
                seq_dim: int = -2) -> torch.Tensor:
     """Rotate each pair of ``x``'s features by ``position * omega_i``: queries and keys before attention.
@@ -140,7 +143,6 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
         >>> apply_rope(x, torch.tensor([1]))                  # rotated by 1 radian
         tensor([[0.5403, 0.8415]])
     """
-    _check_apply_rope(x, positions, layout, seq_dim)
     angles = rope_angles(positions.to(x.device), x.shape[-1], base)  # (seq, d_k/2) or (batch, seq, d_k/2)
     shape = [1] * x.dim()  # angles broadcast over every axis but batch, seq and the pairs
     shape[seq_dim], shape[-1] = x.shape[seq_dim], x.shape[-1] // 2
