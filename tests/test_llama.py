@@ -202,6 +202,20 @@ def test_a_meta_layout_model_equals_its_converted_hugging_face_layout() -> None:
         assert not torch.allclose(hf(tokens), meta(tokens), atol=1e-4)
 
 
+def test_a_mask_covers_the_rolling_caches_keys() -> None:
+    """With a cache the mask spans the kept and the new keys; a wrong size is refused before the cache changes."""
+    torch.manual_seed(8)
+    attn, cache = GroupedQueryAttention(16, 4, 2, window=3).eval(), SlidingWindowCache(3)
+    x = torch.randn(1, 6, 16)
+    full = attn(x)[0]
+    attn(x[:, :5], cache)
+    with pytest.raises(ValueError, match=r"\(1, 4, 1, 3\), got torch.bool \(1, 1, 1, 6\)"):
+        attn(x[:, 5:], cache, mask=torch.ones(1, 1, 1, 6, dtype=torch.bool))
+    assert cache.seen == 5
+    step = attn(x[:, 5:], cache, mask=torch.ones(1, 1, 1, 3, dtype=torch.bool))[0]  # keys 3, 4 kept; 5 new
+    torch.testing.assert_close(step, full[:, 5:], **TOL)
+
+
 def test_tied_embeddings_and_dtypes() -> None:
     lm = Llama(vocab_size=30, d_model=16, num_heads=2, num_layers=1, tie_weights=True)
     assert lm.lm_head.weight is lm.token_embedding.weight
