@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.attention import scaled_dot_product_attention
-from course_lib.basics import stable_softmax
+from course_lib.models.attention import scaled_dot_product_attention
 from course_lib.models.flash_attention import measure_memory, online_softmax, online_softmax_attention
+from course_lib.models.softmax import stable_softmax
 
 
 @pytest.mark.parametrize("tile_size", [1, 3, 8, 100])

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.gqa import GroupedQueryAttention, repeat_kv, sliding_window_mask
+from course_lib.models.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.llama import Llama, LlamaBlock, RMSNorm, SwiGLU, swiglu_width
 from course_lib.models.rope import convert_rope_weight
 

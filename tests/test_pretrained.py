@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib.generation import generate
-from course_lib.gpt import GPT
+from course_lib.generation.sampling import generate
+from course_lib.models.gpt import GPT
 from course_lib.models.llama import Llama
 from course_lib.models.pretrained import load_gpt2, load_llama, read_checkpoint
 

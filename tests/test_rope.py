@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from course_lib.models.positional import offset_matrix, sinusoidal_frequencies
 from course_lib.models.rope import (
     apply_rope,
     convert_rope_layout,
@@ -14,7 +15,6 @@ from course_lib.models.rope import (
     rope_permutation,
     rope_rotation,
 )
-from course_lib.positional import offset_matrix, sinusoidal_frequencies
 
 transformers = pytest.importorskip("transformers")
 from transformers.models.llama import modeling_llama  # noqa: E402

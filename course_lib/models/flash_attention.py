@@ -1,7 +1,7 @@
 """FlashAttention's idea written out: attention over key tiles with an *online* softmax, never storing the
 ``seq_q x seq_k`` score matrix (Milakov & Gimelshein 2018; Dao et al. 2022).
 
-Notebook 00's stable softmax (:func:`course_lib.basics.stable_softmax`) subtracts the row's maximum ``m``
+Notebook 00's stable softmax (:func:`course_lib.models.softmax.stable_softmax`) subtracts the row's maximum ``m``
 before exponentiating: ``softmax(x)_j = exp(x_j - m) / sum_i exp(x_i - m)``. That needs the whole row first.
 The online softmax reads the row tile by tile and keeps a *running* maximum ``m`` and a running sum ``l`` of
 ``exp(x - m)``; when a tile raises the maximum from ``m`` to ``m'``, everything summed so far was scaled by
@@ -73,14 +73,14 @@ def _check_online_softmax(x: torch.Tensor, dim: int = -1, tile_size: int = 32) -
 def online_softmax(x: torch.Tensor, dim: int = -1, tile_size: int = 32) -> torch.Tensor:
     """Softmax along ``dim`` whose normaliser is found in one pass over tiles: a running max and a running sum.
 
-    Equal to :func:`course_lib.basics.stable_softmax` (which finds the maximum first, then sums): here each
+    Equal to :func:`course_lib.models.softmax.stable_softmax` (which finds the maximum first, then sums): here each
     tile of ``tile_size`` entries updates ``m' = max(m, max(tile))`` and ``l' = l exp(m - m') + sum exp(tile - m')``;
     the result is ``exp(x - m) / l``.
 
     Shapes: ``x`` any shape -> the same shape, summing to 1 along ``dim``.
 
     Example:
-        >>> from course_lib.basics import stable_softmax
+        >>> from course_lib.models.softmax import stable_softmax
         >>> x = torch.tensor([[1.0, 5.0, 2.0, 1000.0, 3.0]])
         >>> torch.allclose(online_softmax(x, tile_size=2), stable_softmax(x))
         True
@@ -127,7 +127,7 @@ def online_softmax_attention(query: torch.Tensor, key: torch.Tensor, value: torc
 
     Queries are cut into tiles of ``tile_size`` rows and, for each, keys into tiles of ``tile_size``: only one
     ``tile_size x tile_size`` block of scores exists at a time. Equal to ``F.scaled_dot_product_attention`` and
-    to the course's :func:`~course_lib.attention.scaled_dot_product_attention`, with the course's conventions: a
+    to the course's :func:`~course_lib.models.attention.scaled_dot_product_attention`, with the course's conventions: a
     boolean ``mask``, ``True`` = may attend; a query whose keys are all masked gets a zero output. With
     ``causal``, query ``i`` sees keys ``j <= i + seq_k - seq_q`` (the queries are the *last* ``seq_q``
     positions, as with a cache), and key tiles wholly after a query tile are skipped (about half the work).

@@ -11,11 +11,11 @@ that factor. ``num_kv_heads = num_heads`` is multi-head attention, ``num_kv_head
 Positions enter by rotating queries and keys (:func:`course_lib.models.rope.apply_rope`) at their absolute
 positions, which start at ``cache.seen`` when a cache is given. A **sliding window** of ``window`` positions
 (Mistral) lets query ``p`` see keys ``p - window + 1 .. p`` only (:func:`sliding_window_mask`); with a
-:class:`~course_lib.kv_cache.SlidingWindowCache` the cache then keeps at most ``window - 1`` positions
+:class:`~course_lib.models.kv_cache.SlidingWindowCache` the cache then keeps at most ``window - 1`` positions
 from one step to the next.
 
-The attention itself is the course's (:func:`course_lib.attention.fused_attention`, or
-:func:`course_lib.attention.scaled_dot_product_attention` when the weights are asked for), with the course's
+The attention itself is the course's (:func:`course_lib.models.attention.fused_attention`, or
+:func:`course_lib.models.attention.scaled_dot_product_attention` when the weights are asked for), with the course's
 mask convention: boolean, ``True`` = may attend.
 
 Example:
@@ -30,8 +30,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_lib.attention import fused_attention, merge_heads, scaled_dot_product_attention, split_heads
-from course_lib.kv_cache import KVCache, SlidingWindowCache
+from course_lib.models.attention import fused_attention, merge_heads, scaled_dot_product_attention, split_heads
+from course_lib.models.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.rope import ROPE_LAYOUTS, apply_rope
 from course_lib.validation import check_positive_ints, validated_by
 
@@ -123,14 +123,14 @@ class GroupedQueryAttention(nn.Module):
     Weights: ``w_q`` ``(num_heads * d_k, d_model)``, ``w_k`` and ``w_v`` ``(num_kv_heads * d_k, d_model)``,
     ``w_o`` ``(d_model, num_heads * d_k)`` (Hugging Face's ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``).
 
-    Shapes (forward): ``x`` ``(batch, seq, d_model)``; ``cache`` a :class:`~course_lib.kv_cache.KVCache` that
+    Shapes (forward): ``x`` ``(batch, seq, d_model)``; ``cache`` a :class:`~course_lib.models.kv_cache.KVCache` that
     stores keys and values ``(batch, num_kv_heads, stored, d_k)`` (the tokens in ``x`` follow its ``seen``
     positions); ``mask`` an optional extra boolean mask broadcastable to ``(batch, num_heads, seq, keys)``
     (e.g. padding), ANDed with the causal/window mask. Returns ``(output (batch, seq, d_model), weights
     (batch, num_heads, seq, keys) or None)``.
 
     Example:
-        >>> from course_lib.kv_cache import KVCache
+        >>> from course_lib.models.kv_cache import KVCache
         >>> attn = GroupedQueryAttention(d_model=16, num_heads=4, num_kv_heads=1).eval()   # MQA
         >>> x, cache = torch.randn(1, 6, 16), KVCache()
         >>> full, _ = attn(x)

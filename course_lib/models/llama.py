@@ -33,8 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.gqa import GroupedQueryAttention
+from course_lib.models.kv_cache import KVCache, SlidingWindowCache
 from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "LlamaBlock", "Llama"]
@@ -137,7 +137,7 @@ class LlamaBlock(nn.Module):
     Names: ``norm1`` (Hugging Face's ``input_layernorm``), ``self_attn``, ``norm2``
     (``post_attention_layernorm``), ``feed_forward`` (``mlp``).
 
-    Shapes: ``x`` ``(batch, seq, d_model)``, ``cache`` this layer's :class:`~course_lib.kv_cache.KVCache` or
+    Shapes: ``x`` ``(batch, seq, d_model)``, ``cache`` this layer's :class:`~course_lib.models.kv_cache.KVCache` or
     None, ``mask`` an optional extra boolean mask (see :class:`~course_lib.models.gqa.GroupedQueryAttention`)
     -> ``(batch, seq, d_model)``.
 
@@ -183,7 +183,7 @@ class Llama(nn.Module):
 
     Initialisation as Hugging Face's: N(0, 0.02^2) for every matrix, zeros for biases, ones for the norms.
 
-    Shapes: ``tokens`` integer ``(batch, seq)``; ``cache`` None or one :class:`~course_lib.kv_cache.KVCache`
+    Shapes: ``tokens`` integer ``(batch, seq)``; ``cache`` None or one :class:`~course_lib.models.kv_cache.KVCache`
     per layer (:meth:`make_cache`), the tokens following its ``seen`` positions -> logits
     ``(batch, seq, vocab_size)``.
 
@@ -223,7 +223,7 @@ class Llama(nn.Module):
                 nn.init.normal_(param, mean=0.0, std=0.02)
 
     def make_cache(self) -> list[KVCache]:
-        """One empty cache per layer: a :class:`~course_lib.kv_cache.SlidingWindowCache` when the model has a
+        """One empty cache per layer: a :class:`~course_lib.models.kv_cache.SlidingWindowCache` when the model has a
         window (memory bounded by the window: generation runs past ``max_len``), else a plain KVCache.
 
         Example:

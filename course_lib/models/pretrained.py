@@ -6,7 +6,7 @@ tensors, nothing executable), or ``pytorch_model.bin`` (a pickled state dict, re
 ``torch.load(weights_only=True)``), or several shards listed in ``model.safetensors.index.json`` /
 ``pytorch_model.bin.index.json``.
 
-- :func:`load_gpt2` builds the course's :class:`~course_lib.gpt.GPT` (whose layout is GPT-2's already). One
+- :func:`load_gpt2` builds the course's :class:`~course_lib.models.gpt.GPT` (whose layout is GPT-2's already). One
   trap: GPT-2's checkpoints store their linear layers as ``Conv1D`` with the weight *transposed*,
   ``(in_features, out_features)``, and the three attention projections side by side in ``c_attn``.
 - :func:`load_llama` builds :class:`~course_lib.models.llama.Llama` from a Llama- or Mistral-layout checkpoint
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from course_lib.gpt import GPT
+from course_lib.models.gpt import GPT
 from course_lib.models.llama import Llama
 
 __all__ = ["read_checkpoint", "load_gpt2", "load_llama"]
@@ -134,7 +134,7 @@ def _prefix(state: dict[str, torch.Tensor], with_head: str, marker: str) -> str:
 
 
 def load_gpt2(folder: str | os.PathLike, dtype: torch.dtype | None = torch.float32) -> GPT:
-    """A :class:`~course_lib.gpt.GPT` holding a GPT-2 checkpoint's weights (``GPT2LMHeadModel`` or ``GPT2Model``).
+    """A :class:`~course_lib.models.gpt.GPT` holding a GPT-2 checkpoint (``GPT2LMHeadModel`` or ``GPT2Model``).
 
     Mapping (layer ``i``): ``wte`` -> ``token_embedding``, ``wpe`` -> ``positions.embedding``, ``h.i.ln_1`` ->
     ``blocks.layers.i.norm1``, ``h.i.attn.c_attn`` -> ``self_attn.w_q|w_k|w_v`` (split in three, transposed),

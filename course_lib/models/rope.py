@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.positional import sinusoidal_frequencies
+from course_lib.models.positional import sinusoidal_frequencies
 from course_lib.validation import validated_by
 
 __all__ = [
@@ -77,7 +77,7 @@ def _require_positions(positions: object, who: str) -> None:
 def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0) -> torch.Tensor:
     """The rotation angles ``theta[..., i] = position * omega_i`` with ``omega_i = base^(-2i/d_k)``.
 
-    The frequencies are notebook 03's (:func:`course_lib.positional.sinusoidal_frequencies` over ``d_k``
+    The frequencies are notebook 03's (:func:`course_lib.models.positional.sinusoidal_frequencies` over ``d_k``
     features). Computed in float32, as Hugging Face's Llama does, so that angles agree with theirs.
 
     Shapes: ``positions`` integer ``(seq,)`` or ``(batch, seq)`` -> float32 ``(*positions.shape, d_k // 2)``.
@@ -163,13 +163,13 @@ def rope_rotation(position: int, d_k: int, base: float = 10000.0, layout: str = 
     """The ``(d_k, d_k)`` matrix ``R(position)`` with ``apply_rope(x, position) == x @ R.T`` (for rows ``x``).
 
     Block-diagonal with one 2x2 rotation per pair in the ``"interleaved"`` layout. That is notebook 03's
-    :func:`~course_lib.positional.offset_matrix` for the offset ``-position`` (its pairs are ``(sin, cos)``,
+    :func:`~course_lib.models.positional.offset_matrix` for the offset ``-position`` (its pairs are ``(sin, cos)``,
     which turn the other way), so ``R(m).T @ R(n) == R(n - m)``: the relative-position property.
 
     Shapes: -> float32 ``(d_k, d_k)``.
 
     Example:
-        >>> from course_lib.positional import offset_matrix
+        >>> from course_lib.models.positional import offset_matrix
         >>> torch.allclose(rope_rotation(3, 8, layout="interleaved"), offset_matrix(-3, 8), atol=1e-6)
         True
     """
