@@ -17,6 +17,10 @@ One module per idea, in the notebooks' order; each imports only other model modu
 - :mod:`~course_lib.models.complexity` (09): what each kind of layer costs (the paper's Table 1);
 - :mod:`~course_lib.models.ngram` (10): the interpolated Kneser-Ney n-gram language model, the count-based
   baseline a neural language model must beat (a model: it gives next-token probabilities as the others do).
+- today's models (13): :mod:`~course_lib.models.rope` (rotary positions), :mod:`~course_lib.models.gqa`
+  (grouped-query attention, sliding window), :mod:`~course_lib.models.llama` (RMSNorm, SwiGLU, the pre-norm
+  block, a Llama-layout LM), :mod:`~course_lib.models.flash_attention` (tiled attention with an online
+  softmax) and :mod:`~course_lib.models.pretrained` (Hugging Face checkpoints from a local folder).
 
 The most used names are importable from ``course_lib`` itself (``from course_lib import MultiHeadAttention``).
 """
