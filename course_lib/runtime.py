@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -85,7 +86,7 @@ class ThreadMeasurement:
     """What :func:`measure_threads` saw: the threads to use and why, in one line."""
 
     threads: int
-    busy_elsewhere: float | None  # other processes' runnable threads, on average (None: not Linux)
+    busy_elsewhere: float | None  # other processes' runnable threads, the median sample (None: not Linux)
     speedup: float | None  # a small matmul's time with one thread over its time with two (None: not timed)
 
     def __str__(self) -> str:
@@ -95,22 +96,43 @@ class ThreadMeasurement:
         return f"{others}{', ' if others else ''}2 threads {self.speedup:.2f}x as fast as 1 on a small matmul"
 
 
+def _runnable_here() -> int:
+    """Threads of this process that are running or waiting for a CPU now (state ``R`` in
+    ``/proc/self/task/*/stat``): at least the calling thread, and PyTorch's own worker threads while they
+    spin after a parallel operation; 1 where that folder cannot be read."""
+    count = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 1
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                state = stat.read().rsplit(")", 1)[1].split()[0]  # the field after "(comm)"
+        except (OSError, IndexError):
+            continue  # the thread ended meanwhile
+        count += state == "R"
+    return max(1, count)
+
+
 def _runnable_elsewhere() -> float | None:
     """Threads of other processes that are running or waiting for a CPU now (/proc/loadavg's 4th field, less
-    this process's own), or None where that file is missing."""
+    this process's own, PyTorch's spinning worker threads included), or None where that file is missing."""
     try:
         with open("/proc/loadavg") as loadavg:
             running = int(loadavg.read().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
-    return max(0, running - 1)
+    return max(0, running - _runnable_here())
 
 
-def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, give_up: float = math.inf) -> float:
+def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, samples: list[float | None],
+                    give_up: float = math.inf) -> float:
     """The median time of ``a @ a`` with ``threads`` threads, after one untimed run (a new thread count
     restarts PyTorch's thread pool); the median, because a single lucky run says little. A run slower than
     ``give_up`` seconds ends the measurement at once with that time (on a busy machine two threads can be
-    hundreds of times slower, and the answer is already clear)."""
+    hundreds of times slower, and the answer is already clear). After each run, the threads of other
+    processes ready to run are appended to ``samples``."""
     torch.set_num_threads(threads)
     torch.mm(a, a)
     times = []
@@ -118,6 +140,7 @@ def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, give_up: float 
         start = time.perf_counter()
         torch.mm(a, a)
         times.append(time.perf_counter() - start)
+        samples.append(_runnable_elsewhere())
         if times[-1] > give_up:
             return times[-1]
     return sorted(times)[len(times) // 2]
@@ -130,8 +153,11 @@ def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
     Two signals: a (``size`` x ``size``) matmul timed with 1 then 2 threads then 1 again (two threads wait
     for each other at every operation, so with a core taken by other work a second thread is slower, not
     faster), and on Linux how many threads of other processes are running or waiting for a CPU, sampled
-    during the probe (``/proc/loadavg``). Two threads are chosen only when the matmul is at least 1.3x
-    faster with them and, where known, more than 1.5 CPUs are free of other work on average; otherwise
+    after every timed matmul (``/proc/loadavg``, less this process's own threads: PyTorch's worker threads
+    spin for a while after an operation). Two threads are chosen only when the matmul is at least 1.3x
+    faster with them and, where known, more than 1.5 CPUs are free of other work in the median sample (a
+    process that runs for an instant, such as a shell command, does not count; one that keeps a CPU busy
+    shows in every sample); otherwise
     one (``benchmarks/results/threads*.md``: on a 2-core machine with one core busy two threads were 2-15x
     slower than one; on an idle one 1.2-1.7x faster for the models of notebooks 07, 10 and 11). The
     thread count in effect before the call is restored.
@@ -148,17 +174,14 @@ def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
     saved = torch.get_num_threads()
     a = torch.randn(size, size)
     try:
-        one = _matmul_seconds(1, a, repeats)
-        samples.append(_runnable_elsewhere())
-        two = _matmul_seconds(2, a, repeats, give_up=2 * one)
-        samples.append(_runnable_elsewhere())
+        one = _matmul_seconds(1, a, repeats, samples)
+        two = _matmul_seconds(2, a, repeats, samples, give_up=2 * one)
         if two < one:  # before and after: a change of load during the probe hits both
-            one = min(one, _matmul_seconds(1, a, repeats))
+            one = min(one, _matmul_seconds(1, a, repeats, samples))
     finally:
         torch.set_num_threads(saved)
-    samples.append(_runnable_elsewhere())
     known = [n for n in samples if n is not None]
-    busy_elsewhere = sum(known) / len(known) if known else None
+    busy_elsewhere = float(statistics.median(known)) if known else None
     speedup = one / two
     free = None if busy_elsewhere is None else (os.cpu_count() or 1) - busy_elsewhere
     threads = 2 if speedup >= 1.3 and (free is None or free > 1.5) else 1

@@ -47,14 +47,20 @@ def test_a_notebook_may_ask_for_more_threads_and_the_environment_still_wins(monk
         configure_threads(default=0)
 
 
-def _fake_probe(monkeypatch, one_s: float, two_s: float, others: int | None) -> None:
+def _fake_probe(monkeypatch, one_s: float, two_s: float, others: int | None | list[int]) -> None:
     """Make measure_threads see a matmul of one_s seconds with one thread and two_s with two, and ``others``
-    threads of other programs running (None: no /proc/loadavg)."""
+    threads of other programs running (None: no /proc/loadavg; a list: one sample after another)."""
     from course_lib import runtime
 
-    monkeypatch.setattr(runtime, "_matmul_seconds",
-                        lambda threads, a, repeats, give_up=0: one_s if threads == 1 else two_s)
-    monkeypatch.setattr(runtime, "_runnable_elsewhere", lambda: others)
+    sequence = iter(others if isinstance(others, list) else [])
+
+    def matmul_seconds(threads, a, repeats, samples, give_up=0):
+        samples.extend(runtime._runnable_elsewhere() for _ in range(repeats))
+        return one_s if threads == 1 else two_s
+
+    monkeypatch.setattr(runtime, "_matmul_seconds", matmul_seconds)
+    monkeypatch.setattr(runtime, "_runnable_elsewhere",
+                        (lambda: next(sequence, 0)) if isinstance(others, list) else (lambda: others))
     monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
 
 
@@ -80,6 +86,37 @@ def test_measure_threads_picks_two_only_when_a_second_core_is_free(monkeypatch, 
     else:
         assert measured.speedup == pytest.approx(one_s / two_s) and "2 threads" in str(measured)
         assert (others is None) != ("busy with other work" in str(measured))
+
+
+@pytest.mark.parametrize(("samples", "expected"), [
+    ([0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 2),  # a shell command ran for an instant: the median says idle
+    ([0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 1),  # another program keeps a core busy in every sample
+])
+def test_the_load_is_judged_by_the_median_sample(monkeypatch, restore_threads, samples, expected) -> None:
+    from course_lib.runtime import measure_threads
+
+    _fake_probe(monkeypatch, 2e-3, 1.1e-3, samples)
+    assert measure_threads().threads == expected
+
+
+def test_this_process_own_threads_are_not_other_work(monkeypatch) -> None:
+    """PyTorch's worker threads spin for a while after an operation: they are this process's, not others'
+    (on an idle machine the probe counted them as a busy core and chose one thread)."""
+    import io
+
+    from course_lib import runtime
+
+    monkeypatch.setattr(runtime, "open", lambda path: io.StringIO("0.50 0.40 0.30 3/120 4242\n"), raising=False)
+    monkeypatch.setattr(runtime, "_runnable_here", lambda: 3)  # the calling thread and two spinning workers
+    assert runtime._runnable_elsewhere() == 0
+    monkeypatch.setattr(runtime, "_runnable_here", lambda: 1)
+    assert runtime._runnable_elsewhere() == 2
+
+
+def test_runnable_here_counts_at_least_the_calling_thread() -> None:
+    from course_lib.runtime import _runnable_here
+
+    assert _runnable_here() >= 1
 
 
 def test_choose_threads_sets_and_announces_the_measured_count_and_the_environment_wins(
