@@ -13,6 +13,10 @@ stores everything from one that keeps a window (a subclass may drop old keys; ``
 Shapes: keys and values ``(batch, kv_heads, stored, d_k)``; ``kv_heads`` is the model's number of heads, or
 fewer when queries share keys (grouped-query attention).
 
+A :class:`SlidingWindowCache` keeps only what sliding-window attention (Mistral) can still read: each query
+sees itself and the ``window - 1`` positions before it, so older keys are dropped, memory stays bounded and
+generation can run past the context length.
+
 Example:
     >>> cache = KVCache()
     >>> k, v = cache.update(torch.zeros(1, 2, 3, 4), torch.zeros(1, 2, 3, 4))  # the prompt: 3 positions
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "SlidingWindowCache"]
 
 
 class KVCache:
@@ -44,6 +48,12 @@ class KVCache:
     def length(self) -> int:
         """How many positions are stored now (0 when empty)."""
         return 0 if self.keys is None else self.keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """The memory the stored keys and values take, in bytes (0 when empty): what grouped-query attention
+        divides by ``num_heads / num_kv_heads``."""
+        return 0 if self.keys is None else self.keys.nbytes + self.values.nbytes
 
     def _check_update(self, keys: torch.Tensor, values: torch.Tensor) -> None:
         """Raise a ValueError naming the argument, the shape expected and the shape given."""
@@ -78,3 +88,43 @@ class KVCache:
     def key_positions(self, device: torch.device | str | None = None) -> torch.Tensor:
         """The absolute positions of the stored keys, oldest first: ``(stored,)``, ``seen - stored .. seen - 1``."""
         return torch.arange(self.seen - self.length, self.seen, device=device)
+
+
+class SlidingWindowCache(KVCache):
+    """A rolling cache for sliding-window attention: earlier steps leave at most ``window - 1`` positions.
+
+    Under a sliding window of ``window`` positions, the query at position ``p`` attends to keys
+    ``p - window + 1 .. p``: of the positions before a step, only the last ``window - 1`` can still be read
+    (Hugging Face keeps the same number). :meth:`update` first drops the older ones, then appends the step's
+    keys and values and returns everything stored, as :class:`KVCache` does: so :meth:`key_positions` describes
+    exactly the keys returned, and a step (a prompt longer than the window, say) has all of its own keys.
+    Between single-token steps the cache holds ``window`` positions; :attr:`seen` keeps counting, so positions
+    (for rotary embeddings) stay absolute and generation runs past any context length.
+
+    Shapes: as :class:`KVCache`; after an update the stored length is at most ``window - 1 + new``.
+
+    Example:
+        >>> cache = SlidingWindowCache(window=3)
+        >>> k, v = cache.update(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))  # a prompt of 5
+        >>> k, v = cache.update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))  # one new token
+        >>> k.shape[2], cache.seen, cache.key_positions().tolist()
+        (3, 6, [3, 4, 5])
+    """
+
+    def __init__(self, window: int) -> None:
+        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+            raise ValueError(f"SlidingWindowCache: window must be an int >= 1, got {window!r}")
+        super().__init__()
+        self.window = window
+
+    def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Drop the stored positions older than the last ``window - 1``, then append ``keys``/``values``
+        (batch, kv_heads, new, d_k) and return all stored ones, (batch, kv_heads, kept + new, d_k)."""
+        self._check_update(keys, values)  # before anything is dropped: a refused update changes nothing
+        drop = self.length - (self.window - 1)
+        if drop > 0:  # views here; the concatenation in KVCache.update copies, freeing the dropped positions
+            self.keys, self.values = self.keys[:, :, drop:], self.values[:, :, drop:]
+        return super().update(keys, values)
+
+    def __repr__(self) -> str:
+        return f"SlidingWindowCache(window={self.window}, length={self.length}, seen={self.seen})"

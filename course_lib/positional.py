@@ -47,11 +47,13 @@ def _require_even_d_model(d_model: object, fn: str) -> None:
                          f"(2i, 2i+1)), got {d_model!r}")
 
 
-def sinusoidal_frequencies(d_model: int) -> torch.Tensor:
-    """The angular frequencies ``omega_i = 1 / 10000^(2i / d_model)`` for ``i = 0 .. d_model/2 - 1``.
+def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The angular frequencies ``omega_i = 1 / base^(2i / d_model)`` for ``i = 0 .. d_model/2 - 1``.
 
     Dimension pair ``(2i, 2i+1)`` turns with frequency ``omega_i``: its wavelength ``2 pi / omega_i`` grows
-    geometrically from ``2 pi`` (i = 0) towards ``10000 * 2 pi``.
+    geometrically from ``2 pi`` (i = 0) towards ``base * 2 pi``. The paper's ``base`` is 10000; rotary
+    position embeddings (``course_lib.models.rope``) use these frequencies over a head's ``d_k`` features,
+    with ``base`` called ``rope_theta`` (10000 in Llama 2, 500000 in Llama 3).
 
     Shapes: -> float32 (d_model // 2,).
 
@@ -60,12 +62,14 @@ def sinusoidal_frequencies(d_model: int) -> torch.Tensor:
         tensor([1.0000, 0.0100])
     """
     _require_even_d_model(d_model, "sinusoidal_frequencies")
-    return _frequencies64(d_model).float()
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
+        raise ValueError(f"sinusoidal_frequencies: base must be a number > 1, got {base!r}")
+    return _frequencies64(d_model, base).float()
 
 
-def _frequencies64(d_model: int) -> torch.Tensor:
+def _frequencies64(d_model: int, base: float = 10000.0) -> torch.Tensor:
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,): 0, 2, 4, ...
-    return 1.0 / 10000 ** (two_i / d_model)
+    return 1.0 / base ** (two_i / d_model)
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from course_lib.kv_cache import KVCache
+from course_lib.kv_cache import KVCache, SlidingWindowCache
 
 
 def test_update_appends_and_returns_everything_stored():
@@ -35,3 +35,41 @@ def test_bad_updates_name_the_shapes(keys, values, words):
     with pytest.raises(ValueError, match=words):
         cache.update(keys, values)
     assert cache.length == 3  # a refused update changes nothing
+
+
+def test_sliding_window_cache_keeps_window_minus_one_earlier_positions():
+    torch.manual_seed(1)
+    cache = SlidingWindowCache(window=4)
+    k1, v1 = torch.randn(2, 3, 6, 4), torch.randn(2, 3, 6, 5)  # a prompt longer than the window
+    keys, values = cache.update(k1, v1)
+    assert torch.equal(keys, k1) and torch.equal(values, v1)  # this step needs all of its own keys
+    assert cache.length == 6 and cache.seen == 6
+    k2, v2 = torch.randn(2, 3, 1, 4), torch.randn(2, 3, 1, 5)
+    keys, values = cache.update(k2, v2)  # positions 3, 4, 5 kept, 6 added
+    assert torch.equal(keys, torch.cat([k1[:, :, 3:], k2], dim=2)) and torch.equal(values[:, :, -1:], v2)
+    assert cache.length == 4 and cache.seen == 7 and cache.key_positions().tolist() == [3, 4, 5, 6]
+    assert keys.untyped_storage().nbytes() == keys.numel() * 4  # the dropped positions are not held by a view
+    with pytest.raises(ValueError, match="match"):
+        cache.update(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 5))
+    assert cache.length == 4  # a refused update drops nothing
+
+
+def test_sliding_window_of_one_keeps_only_the_step():
+    cache = SlidingWindowCache(window=1)
+    for step in range(3):
+        keys, _ = cache.update(torch.full((1, 1, 1, 2), float(step)), torch.zeros(1, 1, 1, 2))
+        assert keys.shape[2] == 1 and float(keys[0, 0, 0, 0]) == step and cache.length == 1
+    assert cache.seen == 3 and cache.key_positions().tolist() == [2]
+
+
+@pytest.mark.parametrize("window", [0, -1, 2.5, True, None])
+def test_sliding_window_must_be_a_positive_int(window):
+    with pytest.raises(ValueError, match="window must be an int >= 1"):
+        SlidingWindowCache(window)
+
+
+def test_nbytes_counts_the_stored_keys_and_values():
+    cache = KVCache()
+    assert cache.nbytes == 0
+    cache.update(torch.zeros(2, 3, 5, 4), torch.zeros(2, 3, 5, 6, dtype=torch.float64))
+    assert cache.nbytes == 2 * 3 * 5 * 4 * 4 + 2 * 3 * 5 * 6 * 8

@@ -1,0 +1,170 @@
+"""Rotary position embeddings: equal to Hugging Face's Llama (rotate-half) and to Meta's complex-number form
+(interleaved), the permutation between the layouts, the relative-position property, notebook 03's rotation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_lib.models.rope import (
+    apply_rope,
+    convert_rope_layout,
+    convert_rope_weight,
+    rope_angles,
+    rope_permutation,
+    rope_rotation,
+)
+from course_lib.positional import offset_matrix, sinusoidal_frequencies
+
+transformers = pytest.importorskip("transformers")
+from transformers.models.llama import modeling_llama  # noqa: E402
+
+
+def _hf_cos_sin(d_k: int, base: float, positions: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's rotary embedding for head size d_k: cos, sin of shape (batch, seq, d_k)."""
+    config = transformers.LlamaConfig(hidden_size=4 * d_k, num_attention_heads=4, rope_theta=base,
+                                      max_position_embeddings=4096)
+    rotary = modeling_llama.LlamaRotaryEmbedding(config)
+    return rotary(x, positions)
+
+
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+@pytest.mark.parametrize("batch_positions", [False, True])
+def test_half_layout_equals_hugging_face_llama(base: float, batch_positions: bool) -> None:
+    torch.manual_seed(0)
+    batch, heads, kv_heads, seq, d_k = 2, 4, 2, 7, 16
+    q, k = torch.randn(batch, heads, seq, d_k), torch.randn(batch, kv_heads, seq, d_k)
+    if batch_positions:  # each sequence at its own offset (as after a cache of different lengths)
+        positions = torch.stack([torch.arange(3, 3 + seq), torch.arange(40, 40 + seq)])  # (batch, seq)
+    else:
+        positions = torch.arange(11, 11 + seq)  # (seq,): an offset, as with a cache
+    cos, sin = _hf_cos_sin(d_k, base, positions.expand(batch, seq), q)
+    q_hf, k_hf = modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
+    # Up to 2e-6 apart at position 46 with base 500000: Hugging Face's float32 power misses the exact
+    # frequencies by up to 1.3e-8, ours (float64, rounded once) by 1.5e-9.
+    torch.testing.assert_close(apply_rope(q, positions, base, "half"), q_hf, rtol=0, atol=1e-5)
+    torch.testing.assert_close(apply_rope(k, positions, base, "half"), k_hf, rtol=0, atol=1e-5)
+
+
+def _meta_rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+    """Meta's original Llama code: each pair (2i, 2i+1) as a complex number, multiplied by exp(i p omega_i)."""
+    d_k = x.shape[-1]
+    omega = 1.0 / (base ** (torch.arange(0, d_k, 2).double() / d_k))
+    turn = torch.polar(torch.ones(len(positions), d_k // 2, dtype=torch.float64), positions.double()[:, None] * omega)
+    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d_k // 2, 2))
+    return torch.view_as_real(pairs * turn).flatten(-2).to(x.dtype)
+
+
+def test_interleaved_layout_equals_the_complex_number_form() -> None:
+    torch.manual_seed(1)
+    x, positions = torch.randn(3, 2, 9, 8), torch.arange(5, 14)
+    torch.testing.assert_close(apply_rope(x, positions, layout="interleaved"), _meta_rope(x, positions, 10000.0),
+                               rtol=0, atol=1e-5)
+
+
+def test_the_layouts_differ_and_the_permutation_maps_one_onto_the_other() -> None:
+    torch.manual_seed(2)
+    x, positions = torch.randn(2, 3, 6, 8), torch.arange(6)
+    half, inter = apply_rope(x, positions, layout="half"), apply_rope(x, positions, layout="interleaved")
+    assert not torch.allclose(half, inter, atol=1e-3)  # the two layouts are different functions
+    to_half = convert_rope_layout(inter, "interleaved", "half")
+    torch.testing.assert_close(to_half, apply_rope(convert_rope_layout(x, "interleaved", "half"), positions,
+                                                   layout="half"))
+    back = convert_rope_layout(to_half, "half", "interleaved")
+    torch.testing.assert_close(back, inter, rtol=0, atol=0)
+    for d_k in (2, 8, 64):
+        perm = rope_permutation(d_k)
+        assert torch.equal(perm[rope_permutation(d_k, "half", "interleaved")], torch.arange(d_k))
+
+
+def _hf_conversion_permute(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """The permutation of Hugging Face's convert_llama_weights_to_hf.py (Meta's layout -> theirs), as written there."""
+    dim1, dim2 = w.shape
+    return w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+
+
+def test_weight_rows_are_permuted_as_hugging_faces_conversion_script_does() -> None:
+    torch.manual_seed(3)
+    w = torch.randn(4 * 8, 12)  # 4 heads of d_k = 8
+    torch.testing.assert_close(convert_rope_weight(w, 4, "interleaved", "half"), _hf_conversion_permute(w, 4),
+                               rtol=0, atol=0)
+    assert torch.equal(convert_rope_weight(convert_rope_weight(w, 4, "interleaved", "half"), 4, "half",
+                                           "interleaved"), w)
+
+
+def test_permuted_weights_give_the_same_attention_scores() -> None:
+    """A Meta-layout W_q, W_k with interleaved RoPE == the permuted ones with rotate-half RoPE (scores)."""
+    torch.manual_seed(4)
+    heads, d_k, d_model, seq = 2, 8, 16, 5
+    w_q, w_k, x = torch.randn(heads * d_k, d_model), torch.randn(heads * d_k, d_model), torch.randn(seq, d_model)
+    positions = torch.arange(seq)
+
+    def scores(wq: torch.Tensor, wk: torch.Tensor, layout: str) -> torch.Tensor:
+        q = apply_rope((x @ wq.T).view(seq, heads, d_k).transpose(0, 1), positions, layout=layout)
+        k = apply_rope((x @ wk.T).view(seq, heads, d_k).transpose(0, 1), positions, layout=layout)
+        return q @ k.transpose(-2, -1)  # (heads, seq, seq)
+
+    meta = scores(w_q, w_k, "interleaved")
+    hf = scores(convert_rope_weight(w_q, heads, "interleaved", "half"),
+                convert_rope_weight(w_k, heads, "interleaved", "half"), "half")
+    torch.testing.assert_close(hf, meta, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_scores_depend_only_on_the_offset(layout: str) -> None:
+    torch.manual_seed(5)
+    q, k = torch.randn(16), torch.randn(16)
+
+    def score(m: int, n: int) -> float:
+        rq = apply_rope(q[None], torch.tensor([m]), layout=layout)
+        rk = apply_rope(k[None], torch.tensor([n]), layout=layout)
+        return float(rq @ rk.T)
+
+    assert score(3, 7) == pytest.approx(score(103, 107), abs=1e-4)
+    assert score(10, 2) == pytest.approx(score(50, 42), abs=1e-4)
+    assert score(3, 7) != pytest.approx(score(3, 8), abs=1e-3)
+    x = torch.randn(4, 16)  # a rotation keeps lengths
+    torch.testing.assert_close(apply_rope(x, torch.arange(4), layout=layout).norm(dim=-1), x.norm(dim=-1))
+
+
+def test_rotation_matrix_is_notebook_03s_offset_matrix_and_composes() -> None:
+    torch.testing.assert_close(rope_rotation(5, 8, layout="interleaved"), offset_matrix(-5, 8), rtol=0, atol=1e-6)
+    r2, r7 = rope_rotation(2, 8, layout="half"), rope_rotation(7, 8, layout="half")
+    torch.testing.assert_close(r2.T @ r7, rope_rotation(5, 8, layout="half"), rtol=0, atol=1e-5)
+    x = torch.randn(3, 8)
+    torch.testing.assert_close(apply_rope(x, torch.full((3,), 4)), x @ rope_rotation(4, 8).T, rtol=0, atol=1e-6)
+
+
+def test_angles_use_notebook_03s_frequencies() -> None:
+    angles = rope_angles(torch.arange(4), d_k=8, base=500000.0)
+    torch.testing.assert_close(angles, torch.arange(4.0)[:, None] * sinusoidal_frequencies(8, base=500000.0))
+    assert sinusoidal_frequencies(8).tolist() == sinusoidal_frequencies(8, base=10000).tolist()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_dtypes_are_kept(dtype: torch.dtype) -> None:
+    x = torch.randn(2, 5, 8, dtype=dtype)
+    out = apply_rope(x, torch.arange(5))
+    assert out.dtype == dtype
+    torch.testing.assert_close(out.double(), apply_rope(x.double(), torch.arange(5)), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("x, positions, words", [
+    (torch.randn(2, 5, 7), torch.arange(5), "d_k even"),
+    (torch.randn(2, 5, 8), torch.arange(4), r"x has seq=5 .*positions has shape \(4,\)"),
+    (torch.randn(2, 5, 8), torch.arange(5.0), "integer tensor"),
+    (torch.randn(2, 3, 5, 8), torch.zeros(3, 5, dtype=torch.long), r"same batch"),
+    (torch.arange(10).view(5, 2), torch.arange(5), "floating-point"),
+])
+def test_bad_input_names_the_argument_and_shapes(x: torch.Tensor, positions: torch.Tensor, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        apply_rope(x, positions)
+
+
+def test_bad_layouts_and_sizes_are_named() -> None:
+    with pytest.raises(ValueError, match=r"layout must be one of \('half', 'interleaved'\), got 'neox'"):
+        apply_rope(torch.randn(1, 2, 4), torch.arange(2), layout="neox")
+    with pytest.raises(ValueError, match="d_k must be an even int"):
+        rope_permutation(5)
+    with pytest.raises(ValueError, match=r"num_heads \* d_k.*num_heads=3; got shape \(8, 2\)"):
+        convert_rope_weight(torch.randn(8, 2), 3, "half", "interleaved")
