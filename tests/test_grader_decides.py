@@ -270,3 +270,42 @@ def test_a_torch_compiled_softmax_earns_nothing() -> None:
 
     status, message, *_ = _grade("stable_softmax", stable_softmax)
     assert status == "forbidden" and "torch.compile" in message, (status, message)
+
+
+def test_inside_the_sandbox_no_path_names_the_host(tmp_path) -> None:
+    """Python runs at neutral paths in the sandbox: its executable, prefix, import path, environment and the
+    packages' files name neither the checkout nor the environment's folder on the host."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from course_lib.grading.sandbox import SandboxUnavailable, command, probe
+
+    try:
+        probe()
+    except SandboxUnavailable as err:
+        pytest.skip(str(err))
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "job").mkdir()
+    cmd = command(tmp_path / "lib", tmp_path / "job", disk_mb=16, channel=1, requests=0)
+    code = ("import json, os, site, sys\n"
+            "[site.addsitedir(d) for d in os.environ['COURSE_GRADE_SITE'].split(os.pathsep) if d]\n"
+            "import numpy, torch, IPython\n"
+            "print(json.dumps({'executable': sys.executable, 'prefix': sys.prefix, 'base': sys.base_prefix,\n"
+            "    'path': sys.path, 'env': dict(os.environ), 'files': [numpy.__file__, torch.__file__,\n"
+            "    IPython.__file__], 'cwd': os.getcwd(), 'top': sorted(os.listdir('/'))}))\n")
+    interpreter = cmd[cmd.index("--") + 1]
+    done = subprocess.run([*cmd[:cmd.index("--") + 1], interpreter, "-P", "-s", "-S", "-c", code],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    host = {str(Path(__file__).resolve().parents[1]), sys.prefix, os.path.realpath(sys.prefix)}
+    if not os.path.realpath(sys.base_prefix).startswith("/usr"):
+        host |= {sys.base_prefix, os.path.realpath(sys.base_prefix)}
+    text = json.dumps(seen)
+    assert not [h for h in host if h in text], (host, seen)
+    assert seen["executable"].startswith(("/grader/python/", "/usr/")), seen["executable"]
+    assert all(f.startswith(("/grader/python/", "/usr/")) for f in seen["files"]), seen["files"]
+    assert seen["cwd"] == "/tmp" and not {"root", "home", "work", "etc"} & set(seen["top"]), seen["top"]

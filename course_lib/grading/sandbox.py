@@ -4,12 +4,12 @@
 whose init is the runner itself, ``--as-pid-1``: when it ends, or is killed, the kernel kills every process
 the learner started, detached or not, and the grader is accounted its CPU time; ``--die-with-parent`` so it
 dies with the grader), an unprivileged uid/gid (65534), all capabilities dropped, a new session (no terminal
-injection), the system (``/usr``...) and the Python installation read-only, ``/etc``, ``/home``, ``/root``,
-the repository and every other submission absent, a private size-limited ``/tmp`` (the working folder) and
-``/dev/shm``, and two read-only folders of the grader's: ``/grader/lib`` (the course_lib copy with the
-references withheld, :mod:`course_lib.grading.libcopy`) and ``/grader/job`` (this submission's cells and its
-exercise's hidden inputs, nothing else). The resource limits are set by the runner itself
-(:mod:`course_lib.grading.sandbox_main`) before any learner code runs.
+injection), the system (``/usr``...) and the Python installation read-only, ``/etc``, ``/home``, ``/root``, the
+repository and every other submission absent, Python at neutral paths (:func:`python_layout`), a private
+size-limited ``/tmp`` (the working folder) and ``/dev/shm``, and two read-only folders of the grader's:
+``/grader/lib`` (the course_lib copy with the references withheld, :mod:`course_lib.grading.libcopy`) and
+``/grader/job`` (this submission's cells and its exercise's hidden inputs, nothing else). The resource limits
+are set by the runner itself (:mod:`course_lib.grading.sandbox_main`) before any learner code runs.
 
 :class:`SandboxRun` starts it and reads the runner's frames from a pipe with hard limits on their size, in a
 thread, so that the grader can time each exercise and kill the whole container.
@@ -37,7 +37,7 @@ UID = 65534
 INSTALL_HINT = ("course-grade runs every submission in a bubblewrap sandbox: install it (Debian/Ubuntu: "
                 "`sudo apt-get install bubblewrap`, Fedora: `sudo dnf install bubblewrap`) on Linux with user "
                 "namespaces enabled, or pass --unsafe-no-sandbox to grade without one (only for trusted code)")
-LIB, JOB, WORK = "/grader/lib", "/grader/job", "/tmp"
+LIB, JOB, WORK, PYTHON = "/grader/lib", "/grader/job", "/tmp", "/grader/python"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -80,38 +80,87 @@ def python_roots() -> list[str]:
     return [r for r in kept if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in kept)]
 
 
+@dataclass(frozen=True)
+class PythonLayout:
+    """Where the sandbox finds Python: folders to bind ``(host, inside)``, the interpreter's path inside, the
+    package folders its runner adds (``site.addsitedir``) and the environment the interpreter needs."""
+
+    binds: list[tuple[str, str]]
+    executable: str
+    site_dirs: list[str]
+    env: dict[str, str]
+
+
+def _host_paths_layout() -> PythonLayout:
+    """Every Python folder bound at its own path: for an installation that cannot move (see below)."""
+    sites = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+    return PythonLayout([(r, r) for r in python_roots()], sys.executable, sites, {})
+
+
+def python_layout() -> PythonLayout:
+    """Python inside the sandbox at neutral paths: the base installation at ``/grader/python/base``, the
+    package folders (a virtual environment's ``site-packages``) at ``/grader/python/site-packages-N``.
+
+    Inside, nothing then names where the grader's files live on the host (the user, the checkout, the
+    environment's folder) but ``/proc/self/mountinfo``'s source column, which the kernel writes and no
+    mount can change (``docs/grading.md``). CPython finds its standard library from the interpreter's own
+    location, so the base moves as a whole; a shared ``libpython`` found through an absolute run path is
+    found through ``LD_LIBRARY_PATH`` instead. An interpreter that is not inside its base (a system Python
+    under ``/usr``, or an unusual layout) keeps the host paths.
+    """
+    base = os.path.realpath(sys.base_prefix)
+    interpreter = os.path.realpath(sys.executable)
+    if base.startswith("/usr") or not interpreter.startswith(base.rstrip("/") + "/"):
+        return _host_paths_layout()
+    inside_base = f"{PYTHON}/base"
+    binds, sites = [(base, inside_base)], []
+    for number, site_dir in enumerate(sorted({os.path.realpath(sysconfig.get_paths()[key])
+                                              for key in ("purelib", "platlib")})):
+        if site_dir.startswith(base.rstrip("/") + "/"):  # no virtual environment: the base holds the packages
+            sites.append(inside_base + site_dir[len(base):])
+        else:
+            binds.append((site_dir, f"{PYTHON}/site-packages-{number}"))
+            sites.append(f"{PYTHON}/site-packages-{number}")
+    env = {"LD_LIBRARY_PATH": f"{inside_base}/lib"} if os.path.isdir(os.path.join(base, "lib")) else {}
+    return PythonLayout(binds, inside_base + interpreter[len(base):], sites, env)
+
+
 def _masks(roots: list[str]) -> list[str]:
     """An empty tmpfs over any real ``course_lib`` that a mounted root would otherwise show."""
     import course_lib
 
     real = str(Path(course_lib.__file__).resolve().parent)
-    if any(real.startswith(r.rstrip("/") + "/") for r in roots + ["/usr"]):
-        return ["--tmpfs", real]
-    return []
+    for host, inside in roots:
+        if real.startswith(host.rstrip("/") + "/"):
+            return ["--tmpfs", inside + real[len(host):]]
+    return ["--tmpfs", real] if real.startswith("/usr/") else []
 
 
 def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int) -> list[str]:
     """The bwrap command line that runs the sandbox's runner (see the module docstring)."""
-    roots = python_roots()
+    layout = python_layout()
     env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "PYTHONPATH": LIB, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
            "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_DEVICE": "cpu",
            "COURSE_THREADS": "1", "COURSE_GRADE_CHANNEL": str(channel),
-           "COURSE_GRADE_REQUESTS": str(requests)}
+           "COURSE_GRADE_REQUESTS": str(requests), "COURSE_GRADE_SITE": os.pathsep.join(layout.site_dirs),
+           **layout.env}
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
             "--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox", "--clearenv", *_system_mounts()]
     # The private /tmp first: a Python installation that lives under /tmp (a CI job's virtual environment)
     # is then bound on top of it, read-only, instead of being hidden by it.
     args += ["--size", str(disk_mb << 20), "--tmpfs", WORK]
-    for root in roots:
-        args += ["--ro-bind", root, root]
-    args += _masks(roots)
+    for host, inside in layout.binds:
+        args += ["--ro-bind", host, inside]
+    args += _masks(layout.binds)
     args += ["--ro-bind", str(lib), LIB, "--ro-bind", str(job), JOB, "--proc", "/proc", "--dev", "/dev",
              "--size", str(1 << 20), "--tmpfs", "/dev/shm",
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
     for key, value in env.items():
         args += ["--setenv", key, value]
-    return args + ["--", sys.executable, "-P", "-s", f"{LIB}/course_lib/grading/sandbox_main.py", JOB]
+    # -S: no site module at start-up (it would add the base's own packages, which a virtual environment
+    # hides); the runner adds the environment's package folders itself (COURSE_GRADE_SITE).
+    return args + ["--", layout.executable, "-P", "-s", "-S", f"{LIB}/course_lib/grading/sandbox_main.py", JOB]
 
 
 def unsandboxed_command(lib: Path, job: Path, channel: int, requests: int) -> list[str]:

@@ -278,8 +278,21 @@ class Runner:
         return {"unknown": str(what)[:40]}, None
 
 
+def add_site_dirs() -> None:
+    """The Python environment's package folders, which the sandbox's interpreter starts without (``-S``):
+    ``COURSE_GRADE_SITE`` names them (``course_lib.grading.sandbox.python_layout``); their ``.pth`` files
+    run as at a normal start. Also ``exit``, ``quit`` and ``help``, which the site module defines."""
+    import site
+
+    for folder in filter(None, os.environ.get("COURSE_GRADE_SITE", "").split(os.pathsep)):
+        site.addsitedir(folder)
+    site.setquit()
+    site.sethelper()
+
+
 def main(argv: list[str]) -> None:
     """``sandbox_main.py JOB_DIR``: answer the grader's requests until it says exit or closes the pipe."""
+    add_site_dirs()
     with open(os.path.join(argv[0], "job.json"), encoding="utf-8") as f:
         job = json.load(f)
     apply_limits(job["limits"])
