@@ -68,7 +68,7 @@ def test_rope_keeps_lengths_and_scores_depend_on_the_offset_only() -> None:
     gen = torch.Generator().manual_seed(1)
     q, k = torch.randn(1, 16, generator=gen), torch.randn(1, 16, generator=gen)
     for layout in ("half", "interleaved"):
-        def score(m: int, n: int) -> float:
+        def score(m: int, n: int, layout: str = layout) -> float:
             return float(apply_rope(q, torch.tensor([m]), layout=layout) @ apply_rope(k, torch.tensor([n]),
                                                                                    layout=layout).T)
         assert abs(score(4, 9) - score(104, 109)) < 1e-4 and abs(score(4, 9) - score(4, 10)) > 1e-3
