@@ -1,8 +1,8 @@
 """Notebook 00's syllabus, generated from the README's: one source, so the two never drift apart.
 
 The README's "## Syllabus" table (``| `NN_topic` | what you build |``) is the source. Notebook 00 shows the same
-rows in two markdown cells (the Transformer itself, notebooks 00-08; then the paper's claims measured and the
-Transformer's descendants, 09 on), so that no cell grows past what a reader takes in at once.
+rows in three markdown cells (the Transformer itself, notebooks 00-08; the paper's claims measured and the
+Transformer's descendants, 09-12; today's models, 13 on), so that no cell grows past what a reader takes in at once.
 ``tests/test_syllabus.py`` fails when notebook 00 differs from what this script writes::
 
     python tools/syllabus.py            # rewrite notebook 00's two syllabus cells from README.md
@@ -23,7 +23,8 @@ README = ROOT / "README.md"
 NOTEBOOK = ROOT / "notebooks" / "00_welcome.ipynb"
 FIRST_HEADING = "## The syllabus"
 SECOND_LEAD = "From notebook 09 on, the paper's claims are measured, and the Transformer's descendants are built:"
-SPLIT_AT = 9  # the first notebook of the second cell
+THIRD_LEAD = "Then the Transformer becomes today's open models (Llama, Mistral), weight for weight:"
+SPLIT_AT = (9, 13)  # the first notebook of the second cell, and of the third
 CLOSING = ("Each notebook explains **why** before **how**: the paper's formulas, a small worked example, a figure,\n"
            "and an experiment you can re-run. The reference solutions live in the course's package, `course_lib`;\n"
            "the notebooks import from it, so there is exactly one copy of every solution.")
@@ -49,22 +50,24 @@ def _table(rows: list[tuple[int, str, str]]) -> str:
                      [f"| `{name}` | {what} |" for _, name, what in rows])
 
 
-def syllabus_cells(readme: str) -> tuple[str, str]:
-    """The sources of notebook 00's two syllabus cells, built from the README's table."""
+def syllabus_cells(readme: str) -> tuple[str, str, str]:
+    """The sources of notebook 00's three syllabus cells, built from the README's table."""
     rows = readme_rows(readme)
-    first = [r for r in rows if r[0] < SPLIT_AT]
-    second = [r for r in rows if r[0] >= SPLIT_AT]
+    first = [r for r in rows if r[0] < SPLIT_AT[0]]
+    second = [r for r in rows if SPLIT_AT[0] <= r[0] < SPLIT_AT[1]]
+    third = [r for r in rows if r[0] >= SPLIT_AT[1]]
     return (f"{FIRST_HEADING}\n\n{_table(first)}",
-            f"{SECOND_LEAD}\n\n{_table(second)}\n\n{CLOSING}")
+            f"{SECOND_LEAD}\n\n{_table(second)}",
+            f"{THIRD_LEAD}\n\n{_table(third)}\n\n{CLOSING}")
 
 
-def syllabus_cell_indices(nb: nbformat.NotebookNode) -> tuple[int, int]:
-    """Where notebook 00's two syllabus cells are: the one that opens with the heading and the next one."""
+def syllabus_cell_indices(nb: nbformat.NotebookNode) -> tuple[int, int, int]:
+    """Where notebook 00's three syllabus cells are: the one that opens with the heading and the next two."""
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown" and cell.source.startswith(FIRST_HEADING):
-            if i + 1 >= len(nb.cells) or nb.cells[i + 1].cell_type != "markdown":
-                raise ValueError(f"{NOTEBOOK.name}: the syllabus cell {i} must be followed by a markdown cell")
-            return i, i + 1
+            if i + 2 >= len(nb.cells) or any(c.cell_type != "markdown" for c in nb.cells[i + 1:i + 3]):
+                raise ValueError(f"{NOTEBOOK.name}: the syllabus cell {i} must be followed by two markdown cells")
+            return i, i + 1, i + 2
     raise ValueError(f"{NOTEBOOK.name}: no markdown cell opens with {FIRST_HEADING!r}")
 
 

@@ -1,0 +1,682 @@
+"""Exercises of notebook 13 (from the 2017 Transformer to today's models): rotary embeddings, RMSNorm, SwiGLU,
+the key/value heads of grouped-query attention, and the online softmax of FlashAttention.
+
+References, all in :mod:`course_lib.models`: :func:`~course_lib.models.rope.apply_rope`,
+:class:`~course_lib.models.llama.RMSNorm` and :class:`~course_lib.models.llama.SwiGLU` (class exercises: the
+notebook gives the constructor, the learner writes ``forward``), :func:`~course_lib.models.gqa.repeat_kv` and
+:func:`~course_lib.models.flash_attention.online_softmax`.
+
+The known mistakes are the ones these components are known for in the open models' issue trackers: the two RoPE
+layouts confused (or one layout's cosine table with the other's pairs), the norm's epsilon outside the square
+root, the SiLU on the wrong branch of the gate, key/value heads repeated in the wrong order (``repeat`` where
+``repeat_interleave`` is meant), and an online softmax whose running sum is not rescaled when the maximum grows.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course_lib.checks.nb00_welcome import SOFTMAX_FUNCTIONS
+from course_lib.checks.nb05_encoder import random_state
+from course_lib.exercises import Case, Exercise, Mistake, register
+from course_lib.exercises.cases import public_and_hidden, with_inputs
+from course_lib.models.flash_attention import online_softmax
+from course_lib.models.gqa import repeat_kv
+from course_lib.models.llama import RMSNorm, SwiGLU
+from course_lib.models.rope import apply_rope
+
+NOTEBOOK = "13_todays_models"
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.1 apply_rope
+# ---------------------------------------------------------------------------------------------------
+
+def _rope_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    heads, d_k = (3, 12) if hidden else (2, 8)
+    x = torch.randn(2, heads, 5, d_k, generator=gen)
+    cases = [
+        Case("one pair (seq=1, d_k=2) at position 1: a rotation by 1 radian",
+             args=(torch.tensor([[1.0, 0.0]]), torch.tensor([1]))),
+        Case(f"(batch=2, heads={heads}, seq=5, d_k={d_k}), positions 0..4, layout='half' (Hugging Face)",
+             args=(x, torch.arange(5))),
+        Case("the same x, layout='interleaved' (Meta's original Llama, GPT-J)",
+             args=(x, torch.arange(5)), kwargs={"layout": "interleaved"}),
+        Case("positions 7..10 (the tokens after 7 cached ones), d_k=16, layout='half'",
+             args=(torch.randn(1, 2, 4, 16, generator=gen), torch.arange(7, 11))),
+        Case("base=500000 (Llama 3's rope_theta), (seq=6, d_k=8), layout='interleaved'",
+             args=(torch.randn(6, 8, generator=gen), torch.arange(6)), kwargs={"base": 500000.0,
+                                                                              "layout": "interleaved"}),
+        Case("positions of shape (batch=2, seq=3): each sequence its own positions, x (2, 2, 3, 8)",
+             args=(torch.randn(2, 2, 3, 8, generator=gen), torch.tensor([[0, 1, 2], [40, 41, 42]]))),
+    ]
+    if hidden:
+        cases.append(Case("(batch=3, seq=7, d_k=6) without a heads axis, positions 20..26, layout='interleaved'",
+                          args=(torch.randn(3, 7, 6, generator=gen), torch.arange(20, 27)),
+                          kwargs={"layout": "interleaved"}))
+    return cases
+
+
+def _swap_layout(layout):
+    return "interleaved" if layout == "half" else "half"
+
+
+def _pairs(x, layout):
+    """The two members of every pair, ``(..., d_k/2)`` each, in the given layout."""
+    if layout == "interleaved":
+        return x[..., 0::2], x[..., 1::2]
+    return x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+
+
+def _unpairs(a, b, layout):
+    return torch.stack([a, b], dim=-1).flatten(-2) if layout == "interleaved" else torch.cat([a, b], dim=-1)
+
+
+def _angles(positions, d_k, base, dims):
+    """Angles ``position * omega_i`` broadcastable against pairs of an x with ``dims`` axes."""
+    omega = 1.0 / base ** (torch.arange(0, d_k, 2, dtype=torch.float64) / d_k)  # (d_k/2,)
+    angles = (positions.double()[..., None] * omega).float()  # (..., seq, d_k/2)
+    if positions.dim() == 2 and dims == 4:
+        angles = angles[:, None]  # (batch, 1, seq, d_k/2)
+    return angles
+
+
+def _rope_with(x, positions, base, layout, angles=None, direction=1.0):
+    angles = _angles(positions, x.shape[-1], base, x.dim()) if angles is None else angles
+    cos, sin = angles.cos().to(x.dtype), (direction * angles).sin().to(x.dtype)
+    a, b = _pairs(x, layout)
+    return _unpairs(a * cos - b * sin, a * sin + b * cos, layout)
+
+
+_rope_layouts_confused = with_inputs(apply_rope, layout=_swap_layout)
+
+
+def _rope_other_layouts_table(x, positions, base=10000.0, layout="half"):
+    """Hugging Face's formula x cos + rotate_half(x) sin, but cos/sin tables laid out for the other pairing."""
+    angles = _angles(positions, x.shape[-1], base, x.dim())  # (..., seq, d_k/2)
+    if layout == "half":  # the pairs are (i, i + d_k/2); the table repeats each angle twice in a row instead
+        full = angles.repeat_interleave(2, dim=-1)
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    else:  # the pairs are (2i, 2i+1); the table is the two halves side by side instead
+        full = torch.cat([angles, angles], dim=-1)
+        rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+    return x * full.cos().to(x.dtype) + rotated * full.sin().to(x.dtype)
+
+
+def _rope_wrong_direction(x, positions, base=10000.0, layout="half"):
+    return _rope_with(x, positions, base, layout, direction=-1.0)  # a' = a cos + b sin: rotated by -theta
+
+
+def _rope_frequencies_without_the_two(x, positions, base=10000.0, layout="half"):
+    d_k = x.shape[-1]
+    omega = 1.0 / base ** (torch.arange(0, d_k // 2, dtype=torch.float64) / d_k)  # base^(-i/d_k), not -2i/d_k
+    angles = (positions.double()[..., None] * omega).float()
+    if positions.dim() == 2 and x.dim() == 4:
+        angles = angles[:, None]
+    return _rope_with(x, positions, base, layout, angles=angles)
+
+
+def _rope_positions_ignored(x, positions, base=10000.0, layout="half"):
+    counted = torch.arange(x.shape[-2])  # 0 .. seq-1, whatever positions says
+    return _rope_with(x, counted if positions.dim() == 1 else counted.expand_as(positions), base, layout)
+
+
+def _rope_rows_reversed(x, positions, base=10000.0, layout="half"):
+    return _rope_with(x, positions, base, layout).flip(-2)  # rows rotated, then handed back in reverse order
+
+
+def _rope_with_complex_numbers(x, positions, base=10000.0, layout="half"):
+    """Meta's original code: each pair is one complex number, multiplied by e^(i theta)."""
+    a, b = _pairs(x.double(), layout)
+    angles = _angles(positions, x.shape[-1], base, x.dim()).double()
+    turned = torch.complex(a, b) * torch.polar(torch.ones_like(angles), angles)  # (..., seq, d_k/2)
+    return _unpairs(turned.real, turned.imag, layout).to(x.dtype)
+
+
+def _rope_with_rotation_matrices(x, positions, base=10000.0, layout="half"):
+    """One (d_k, d_k) rotation matrix per position, applied as a matrix product."""
+    d_k = x.shape[-1]
+    angles = _angles(positions, d_k, base, x.dim())  # (..., seq, d_k/2)
+    first, second = (torch.arange(0, d_k, 2), torch.arange(1, d_k, 2)) if layout == "interleaved" else (
+        torch.arange(d_k // 2), torch.arange(d_k // 2, d_k))
+    rotation = torch.zeros(*angles.shape[:-1], d_k, d_k, dtype=x.dtype)  # (..., seq, d_k, d_k)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    rotation[..., first, first], rotation[..., first, second] = cos, -sin
+    rotation[..., second, first], rotation[..., second, second] = sin, cos
+    return (rotation @ x[..., None]).squeeze(-1)
+
+
+def _rope_rotate_half(x, positions, base=10000.0, layout="half"):
+    """Hugging Face's x * cos + rotate_half(x) * sin (tables built for the layout's own pairing)."""
+    d_k = x.shape[-1]
+    angles = _angles(positions, d_k, base, x.dim())
+    if layout == "half":
+        full = torch.cat([angles, angles], dim=-1)  # (..., seq, d_k): feature i and i + d_k/2 share omega_i
+        rotated = torch.cat([-x[..., d_k // 2:], x[..., : d_k // 2]], dim=-1)
+    else:
+        full = angles.repeat_interleave(2, dim=-1)  # features 2i and 2i + 1 share omega_i
+        rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+    return x * full.cos().to(x.dtype) + rotated * full.sin().to(x.dtype)
+
+
+APPLY_ROPE = register(Exercise(
+    name="apply_rope",
+    notebook=NOTEBOOK,
+    points=2,
+    differentiable=True,  # queries and keys are trained through it
+    atol=1e-4,  # angles in float32 (as Hugging Face computes them) or float64 may differ by ~1e-6 rad
+    reference=apply_rope,
+    summary="rotary position embeddings: each pair of features rotated by position * omega_i, in either layout",
+    **public_and_hidden(_rope_cases),
+    mistakes=[
+        Mistake("layouts confused", _rope_layouts_confused,
+                "the two layouts pair different features: 'half' rotates feature i with feature i + d_k/2 "
+                "(Hugging Face), 'interleaved' rotates feature 2i with feature 2i + 1 (Meta's original code). "
+                "Take the pairs the layout argument names.",
+                detail="half: a, b = x[..., :d_k // 2], x[..., d_k // 2:]; interleaved: a, b = x[..., 0::2], "
+                       "x[..., 1::2] (and put the results back in the same places)."),
+        Mistake("one layout's angle table with the other's pairs", _rope_other_layouts_table,
+                "the two features of a pair must turn by the same angle: with 'half' pairs, feature i and feature "
+                "i + d_k/2 share frequency omega_i, so the table of angles is the d_k/2 angles twice, one copy "
+                "after the other (each angle repeated twice in a row belongs to the 'interleaved' pairs).",
+                detail="half: torch.cat([angles, angles], dim=-1); interleaved: angles.repeat_interleave(2, dim=-1)."),
+        Mistake("rotated the wrong way", _rope_wrong_direction,
+                "a rotation by +theta maps a pair (a, b) to (a cos theta - b sin theta, a sin theta + b cos theta); "
+                "your signs turn it by -theta (the order in which notebook 03's (sin, cos) pairs turn)."),
+        Mistake("frequencies without the 2", _rope_frequencies_without_the_two,
+                "pair i turns with omega_i = base^(-2i/d_k), i = 0 .. d_k/2 - 1: notebook 03's frequencies over a "
+                "head's d_k features (the exponent steps by 2/d_k, so the slowest pair's wavelength is about "
+                "2 pi base).",
+                detail="omega = 1.0 / base ** (torch.arange(0, d_k, 2) / d_k)."),
+        Mistake("positions ignored", _rope_positions_ignored,
+                "rotate each row by the angle of its own absolute position, the one the positions argument gives: "
+                "with a cache, the new tokens start at the number of tokens seen, not at 0."),
+        Mistake("rows reordered", _rope_rows_reversed,
+                "return the rows in the order of x: each row is one token, rotated by the angles of its own position."),
+    ],
+    also_correct=[_rope_with_complex_numbers, _rope_with_rotation_matrices, _rope_rotate_half],
+))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.2 RMSNorm.forward
+# ---------------------------------------------------------------------------------------------------
+
+def _norm_case(gen: torch.Generator, label: str, x: torch.Tensor, eps: float) -> Case:
+    init = {"d_model": x.shape[-1], "eps": eps}
+    return Case(label, args=(x,), init=init, state=random_state(RMSNorm(**init), gen))
+
+
+def _rms_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    d = 12 if hidden else 8
+    zero_row = torch.randn(4, 2 * d, generator=gen)
+    zero_row[1] = 0.0
+    return [
+        _norm_case(gen, f"x (2, 5, {d}) of mean 0.5 and scale 2, eps=1e-6",
+                   torch.randn(2, 5, d, generator=gen) * 2 + 0.5, 1e-6),
+        _norm_case(gen, "small activations (scale 1e-3), eps=1e-6: the mean square is as small as eps",
+                   torch.randn(3, d, generator=gen) * 1e-3, 1e-6),
+        _norm_case(gen, f"a large eps=0.1 with activations of scale 0.5, x (2, {d})",
+                   torch.randn(2, d, generator=gen) * 0.5, 0.1),
+        _norm_case(gen, f"x (4, {2 * d}) with a row of zeros (its output is zeros)", zero_row, 1e-5),
+        _norm_case(gen, f"a (2, 3, {d}) input of scale 30 and mean -4, eps=1e-5",
+                   torch.randn(2, 3, d, generator=gen) * 30 - 4, 1e-5),
+    ]
+
+
+class _RmsEpsOutside(RMSNorm):
+    def forward(self, x):
+        return self.weight * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps)
+
+
+class _RmsNoEps(RMSNorm):
+    def forward(self, x):
+        return self.weight * x / x.pow(2).mean(-1, keepdim=True).sqrt()
+
+
+class _RmsCentred(RMSNorm):
+    """LayerNorm without its bias: the mean subtracted first."""
+
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return self.weight * centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class _RmsByStd(RMSNorm):
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + self.eps)
+
+
+class _RmsSumNotMean(RMSNorm):
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + self.eps)
+
+
+class _RmsNoGain(RMSNorm):
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class _RmsGainFirst(RMSNorm):
+    def forward(self, x):
+        scaled = self.weight * x
+        return scaled * torch.rsqrt(scaled.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class _RmsWrongAxis(RMSNorm):
+    def forward(self, x):
+        axis = 0 if x.dim() > 1 else -1
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(axis, keepdim=True) + self.eps)
+
+
+class _RmsWithSqrtDivision(RMSNorm):
+    def forward(self, x):
+        rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
+        return x / rms * self.weight
+
+
+class _RmsWithVectorNorm(RMSNorm):
+    def forward(self, x):
+        d = x.shape[-1]
+        norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)  # sqrt(sum x^2) = sqrt(d) * rms
+        return self.weight * x / torch.sqrt(norm**2 / d + self.eps)
+
+
+class _RmsWithEinsum(RMSNorm):
+    def forward(self, x):
+        mean_square = torch.einsum("...d,...d->...", x, x)[..., None] / x.shape[-1]  # (..., 1)
+        return torch.einsum("...d,d->...d", x * (mean_square + self.eps) ** -0.5, self.weight)
+
+
+RMS_NORM = register(Exercise(
+    name="rms_norm",
+    notebook=NOTEBOOK,
+    points=1,
+    differentiable=True,  # every block of the model is trained through it
+    forbidden_calls=("torch.nn.functional.rms_norm", "torch.nn.RMSNorm.forward"),
+    forbidden_ops=("rms_norm",),  # PyTorch's own RMSNorm kernels, whatever name reaches them
+    reference=RMSNorm,
+    summary="RMSNorm.forward: x / sqrt(mean(x^2) + eps) * weight over the last axis",
+    **public_and_hidden(_rms_cases),
+    mistakes=[
+        Mistake("eps outside the square root", _RmsEpsOutside,
+                "eps goes inside the square root, added to the mean square (Llama, T5, PyTorch's RMSNorm): "
+                "dividing by the root plus eps is another function, far off once the mean square is as small as "
+                "eps.",
+                detail="x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps), not x / (rms + self.eps)."),
+        Mistake("eps left out", _RmsNoEps,
+                "add eps to the mean square before the square root: without it a row of zeros gives 0/0 = NaN, "
+                "and tiny activations are blown up."),
+        Mistake("mean subtracted", _RmsCentred,
+                "RMSNorm does not centre: no mean is subtracted (that is LayerNorm's first step). Divide x itself "
+                "by its root mean square."),
+        Mistake("divided by the standard deviation", _RmsByStd,
+                "the root MEAN SQUARE is the square root of the mean of x squared, not the standard deviation "
+                "(which measures the spread around the mean)."),
+        Mistake("sum of squares, not their mean", _RmsSumNotMean,
+                "average the squares over the d_model features (a mean, not a sum): the output should have a "
+                "root mean square of about 1 per feature, whatever d_model is."),
+        Mistake("gain left out", _RmsNoGain,
+                "multiply the normalised x by the learned gain self.weight, one factor per feature."),
+        Mistake("gain applied before normalising", _RmsGainFirst,
+                "normalise x first, then multiply by the gain: a gain applied before the normalisation is "
+                "divided out again."),
+        Mistake("normalised over the wrong axis", _RmsWrongAxis,
+                "normalise each position's vector over its features, the last axis, keeping that axis so the "
+                "result broadcasts."),
+    ],
+    also_correct=[_RmsWithSqrtDivision, _RmsWithVectorNorm, _RmsWithEinsum],
+))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.3 SwiGLU.forward
+# ---------------------------------------------------------------------------------------------------
+
+def _swiglu_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    d_model, d_ff = (12, 32) if hidden else (8, 24)
+    cases = []
+    for label, shape, bias in ((f"x (2, 5, {d_model}), d_ff={d_ff}", (2, 5, d_model), False),
+                               (f"x (3, {d_model}) (position-wise: any leading axes)", (3, d_model), False),
+                               (f"bias=True (biases on the three projections), x (2, 4, {d_model})",
+                                (2, 4, d_model), True)):
+        init = {"d_model": d_model, "d_ff": d_ff, "bias": bias}
+        cases.append(Case(label, args=(torch.randn(*shape, generator=gen) * 2,), init=init,
+                          state=random_state(SwiGLU(**init), gen)))
+    return cases
+
+
+class _SwigluGateOnUp(SwiGLU):
+    def forward(self, x):
+        return self.w_down(self.w_gate(x) * F.silu(self.w_up(x)))
+
+
+class _SwigluNoActivation(SwiGLU):
+    def forward(self, x):
+        return self.w_down(self.w_gate(x) * self.w_up(x))
+
+
+class _SwigluRelu(SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.relu(self.w_gate(x)) * self.w_up(x))
+
+
+class _SwigluSigmoid(SwiGLU):
+    def forward(self, x):
+        return self.w_down(torch.sigmoid(self.w_gate(x)) * self.w_up(x))
+
+
+class _SwigluSiluAfterProduct(SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_gate(x) * self.w_up(x)))
+
+
+class _SwigluSum(SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_gate(x)) + self.w_up(x))
+
+
+class _SwigluSiluOnBoth(SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_gate(x)) * F.silu(self.w_up(x)))
+
+
+class _SwigluSpelledOut(SwiGLU):
+    def forward(self, x):
+        gate = F.linear(x, self.w_gate.weight, self.w_gate.bias)
+        up = F.linear(x, self.w_up.weight, self.w_up.bias)
+        return F.linear(gate * torch.sigmoid(gate) * up, self.w_down.weight, self.w_down.bias)
+
+
+class _SwigluOneMatrix(SwiGLU):
+    """Gate and up projections stacked into one matrix, as some checkpoints store them (Phi-3's gate_up_proj)."""
+
+    def forward(self, x):
+        weight = torch.cat([self.w_gate.weight, self.w_up.weight])  # (2 d_ff, d_model)
+        bias = None if self.w_gate.bias is None else torch.cat([self.w_gate.bias, self.w_up.bias])
+        gate, up = F.linear(x, weight, bias).chunk(2, dim=-1)  # (..., d_ff) each
+        return self.w_down(nn.functional.silu(gate) * up)
+
+
+SWIGLU = register(Exercise(
+    name="swiglu",
+    notebook=NOTEBOOK,
+    points=1,
+    differentiable=True,
+    reference=SwiGLU,
+    summary="SwiGLU.forward: (silu(x W_gate) * x W_up) W_down, the gated feed-forward of Llama",
+    **public_and_hidden(_swiglu_cases),
+    mistakes=[
+        Mistake("gate on the wrong branch", _SwigluGateOnUp,
+                "the SiLU goes on the gate branch, w_gate; the up branch, w_up, stays linear. The weights are not "
+                "interchangeable: a checkpoint's gate_proj is trained to be the gate."),
+        Mistake("no activation", _SwigluNoActivation,
+                "the gate branch goes through the SiLU: without it the block is a product of two linear maps, "
+                "a quadratic form with no gate."),
+        Mistake("ReLU instead of SiLU", _SwigluRelu,
+                "SwiGLU's gate is the SiLU (Swish), silu(z) = z sigmoid(z), smooth and slightly negative below 0; "
+                "a ReLU gate is ReGLU, another of Shazeer's variants."),
+        Mistake("sigmoid instead of SiLU", _SwigluSigmoid,
+                "the gate is silu(z) = z sigmoid(z), not sigmoid(z) alone (that is the original GLU)."),
+        Mistake("SiLU after the product", _SwigluSiluAfterProduct,
+                "apply the SiLU to the gate branch alone, then multiply by the up branch; the product itself "
+                "goes straight into w_down."),
+        Mistake("sum instead of product", _SwigluSum,
+                "a gated unit multiplies, feature by feature: the gate scales the up branch."),
+        Mistake("SiLU on both branches", _SwigluSiluOnBoth,
+                "only the gate branch goes through the SiLU; the up branch stays linear."),
+    ],
+    also_correct=[_SwigluSpelledOut, _SwigluOneMatrix],
+))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.4 repeat_kv
+# ---------------------------------------------------------------------------------------------------
+
+def _repeat_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    seq, d_k = (6, 8) if hidden else (5, 4)
+    return [
+        Case("two key/value heads holding 10 and 20, 2 groups: heads (10, 10, 20, 20)",
+             args=(torch.tensor([10.0, 20.0]).view(1, 2, 1, 1), 2)),
+        Case(f"(batch=2, kv_heads=2, seq={seq}, d_k={d_k}), 3 groups: 6 query heads",
+             args=(torch.randn(2, 2, seq, d_k, generator=gen), 3)),
+        Case(f"(batch=1, kv_heads=4, seq={seq}, d_k={d_k}), 2 groups: 8 query heads",
+             args=(torch.randn(1, 4, seq, d_k, generator=gen), 2)),
+        Case("one key/value head, 4 groups (multi-query attention)",
+             args=(torch.randn(2, 1, seq, d_k, generator=gen), 4)),
+        Case("num_groups=1: multi-head attention, nothing to repeat",
+             args=(torch.randn(2, 3, seq, d_k, generator=gen), 1)),
+        Case(f"(batch=2, kv_heads=3, seq=2, d_k={d_k}), 2 groups (seq as short as the groups)",
+             args=(torch.randn(2, 3, 2, d_k, generator=gen), 2)),
+    ]
+
+
+def _repeat_tiled(x, num_groups):
+    return x.repeat(1, num_groups, 1, 1)  # heads 0, 1, 0, 1: query head h meets kv head h % num_kv_heads
+
+
+def _repeat_along_seq(x, num_groups):
+    return x.repeat_interleave(num_groups, dim=2)
+
+
+def _repeat_along_batch(x, num_groups):
+    return x.repeat_interleave(num_groups, dim=0)
+
+
+def _repeat_along_features(x, num_groups):
+    return x.repeat_interleave(num_groups, dim=-1)
+
+
+def _repeat_mixing_heads_and_positions(x, num_groups):
+    batch, kv_heads, seq, d_k = x.shape
+    return x[:, :, :, None].expand(batch, kv_heads, seq, num_groups, d_k).reshape(
+        batch, kv_heads * num_groups, seq, d_k)  # the group axis sits after seq: positions spill across heads
+
+
+def _repeat_one_fewer(x, num_groups):
+    return x.repeat_interleave(max(num_groups - 1, 1), dim=1)
+
+
+def _repeat_by_interleave(x, num_groups):
+    return torch.repeat_interleave(x, num_groups, dim=1)
+
+
+def _repeat_by_concatenation(x, num_groups):
+    return torch.cat([x[:, j:j + 1] for j in range(x.shape[1]) for _ in range(num_groups)], dim=1)
+
+
+def _repeat_by_index(x, num_groups):
+    source = torch.arange(x.shape[1] * num_groups) // num_groups  # query head h reads kv head h // num_groups
+    return x.index_select(1, source)
+
+
+REPEAT_KV = register(Exercise(
+    name="repeat_kv",
+    notebook=NOTEBOOK,
+    points=1,
+    differentiable=True,
+    reference=repeat_kv,
+    summary="grouped-query attention's key/value heads, each repeated for its group of consecutive query heads",
+    **public_and_hidden(_repeat_cases),
+    mistakes=[
+        Mistake("heads repeated in the wrong order", _repeat_tiled,
+                "each key/value head serves a group of CONSECUTIVE query heads: head j must be repeated in place, "
+                "num_groups times side by side (j, j, k, k), not the whole list of heads copied num_groups times "
+                "(j, k, j, k), which pairs query head h with key/value head h mod num_kv_heads.",
+                detail="x.repeat_interleave(num_groups, dim=1), not x.repeat(1, num_groups, 1, 1)."),
+        Mistake("repeated along the positions", _repeat_along_seq,
+                "repeat along the heads axis (axis 1 of (batch, kv_heads, seq, d_k)), not along the positions."),
+        Mistake("repeated along the batch", _repeat_along_batch,
+                "repeat along the heads axis (axis 1), not the batch axis: every sequence keeps its own keys."),
+        Mistake("repeated along the features", _repeat_along_features,
+                "repeat along the heads axis (axis 1), not the features: each head keeps d_k features."),
+        Mistake("group axis after the positions", _repeat_mixing_heads_and_positions,
+                "put the new group axis right after the key/value heads axis, before the positions, then merge it "
+                "with the heads: merging axes that are not neighbours mixes positions into heads."),
+        Mistake("one repeat too few", _repeat_one_fewer,
+                "each head appears num_groups times in the result, so that kv_heads * num_groups heads meet the "
+                "query heads."),
+    ],
+    also_correct=[_repeat_by_interleave, _repeat_by_concatenation, _repeat_by_index],
+))
+
+
+# ---------------------------------------------------------------------------------------------------
+# 13.5 online_softmax
+# ---------------------------------------------------------------------------------------------------
+
+def _online_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    rising = torch.arange(1.0, 10.0)[None] + torch.randn(2, 9, generator=gen) * 0.1
+    return [
+        Case("a row falling from 9 to 1, tile_size=3: the first tile holds the maximum",
+             args=(rising.flip(-1),), kwargs={"tile_size": 3}),
+        Case("a row rising from 1 to 9, tile_size=3: every tile raises the maximum",
+             args=(rising,), kwargs={"tile_size": 3}),
+        Case("(2, 10) logits of scale 3, tile_size=4 (a last tile of 2)",
+             args=(torch.randn(2, 10, generator=gen) * 3,), kwargs={"tile_size": 4}),
+        Case("large logits (1000 +- 5): exp overflows without a shift, tile_size=2",
+             args=(1000.0 + torch.randn(2, 7, generator=gen) * 5,), kwargs={"tile_size": 2}),
+        Case("very negative logits (-1000 +- 5): exp underflows to 0 without a shift, tile_size=3",
+             args=(-1000.0 + torch.randn(2, 7, generator=gen) * 5,), kwargs={"tile_size": 3}),
+        Case("tile_size larger than the row (one tile)", args=(torch.randn(3, 5, generator=gen) * 4,),
+             kwargs={"tile_size": 16}),
+        Case("dim=0 of a (12, 3) tensor, tile_size=5", args=(torch.randn(12, 3, generator=gen) * 4,),
+             kwargs={"dim": 0, "tile_size": 5}),
+        Case("(2, 3, 17) attention-like scores, tile_size=4" + (" (hidden)" if hidden else ""),
+             args=(torch.randn(2, 3, 17, generator=gen) * 4,), kwargs={"tile_size": 4}),
+    ]
+
+
+def _tiles(x, dim, tile_size):
+    rows = x.movedim(dim, -1)  # (..., n): the softmax axis last
+    return rows, [rows[..., s:s + tile_size] for s in range(0, rows.shape[-1], tile_size)]
+
+
+def _online_no_rescale(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    total = torch.zeros_like(m)
+    for tile in tiles:
+        m = torch.maximum(m, tile.amax(-1, keepdim=True))
+        total = total + torch.exp(tile - m).sum(-1, keepdim=True)  # the old sum is not rescaled to the new max
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_rescale_inverted(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    total = torch.zeros_like(m)
+    for tile in tiles:
+        new = torch.maximum(m, tile.amax(-1, keepdim=True))
+        factor = torch.where(torch.isinf(m), torch.zeros_like(m), torch.exp(new - m))  # exp(m' - m): upside down
+        total = total * factor + torch.exp(tile - new).sum(-1, keepdim=True)
+        m = new
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_tile_max_only(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    total = torch.zeros_like(rows[..., :1])
+    for tile in tiles:
+        m = tile.amax(-1, keepdim=True)  # this tile's maximum, forgotten at the next tile
+        total = total + torch.exp(tile - m).sum(-1, keepdim=True)
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_sum_reset(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    for tile in tiles:
+        m = torch.maximum(m, tile.amax(-1, keepdim=True))
+        total = torch.exp(tile - m).sum(-1, keepdim=True)  # the sum starts again at every tile
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_max_from_zero(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    m = torch.zeros_like(rows[..., :1])  # a running maximum that starts at 0, not -inf
+    total = torch.zeros_like(m)
+    for tile in tiles:
+        new = torch.maximum(m, tile.amax(-1, keepdim=True))
+        total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
+        m = new
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_no_shift(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    total = torch.zeros_like(rows[..., :1])
+    for tile in tiles:
+        total = total + torch.exp(tile).sum(-1, keepdim=True)
+    return (torch.exp(rows) / total).movedim(-1, dim)
+
+
+def _online_by_logaddexp(x, dim=-1, tile_size=32):
+    """The running log of the sum, updated with logaddexp: the same recurrence in the log domain."""
+    rows, tiles = _tiles(x, dim, tile_size)
+    log_total = torch.full_like(rows[..., :1], -math.inf)
+    for tile in tiles:
+        top = tile.amax(-1, keepdim=True)
+        log_total = torch.logaddexp(log_total, top + torch.log(torch.exp(tile - top).sum(-1, keepdim=True)))
+    return torch.exp(rows - log_total).movedim(-1, dim)
+
+
+def _online_by_merging_tiles(x, dim=-1, tile_size=32):
+    """Every tile's own (maximum, sum) first, then merged (the split-K reduction of FlashDecoding)."""
+    rows, tiles = _tiles(x, dim, tile_size)
+    maxima = torch.cat([t.amax(-1, keepdim=True) for t in tiles], dim=-1)  # (..., tiles)
+    sums = torch.cat([torch.exp(t - t.amax(-1, keepdim=True)).sum(-1, keepdim=True) for t in tiles], dim=-1)
+    m = maxima.amax(-1, keepdim=True)
+    total = (sums * torch.exp(maxima - m)).sum(-1, keepdim=True)
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_one_entry_at_a_time(x, dim=-1, tile_size=32):
+    """Milakov and Gimelshein's loop: one entry per step (tiles of one)."""
+    rows = x.movedim(dim, -1).double()
+    m = torch.full(rows.shape[:-1], -math.inf, dtype=torch.float64)
+    total = torch.zeros_like(m)
+    for j in range(rows.shape[-1]):
+        new = torch.maximum(m, rows[..., j])
+        total = total * torch.exp(m - new) + torch.exp(rows[..., j] - new)
+        m = new
+    return (torch.exp(rows - m[..., None]) / total[..., None]).to(x.dtype).movedim(-1, dim)
+
+
+ONLINE_SOFTMAX = register(Exercise(
+    name="online_softmax",
+    notebook=NOTEBOOK,
+    points=2,
+    forbidden_calls=SOFTMAX_FUNCTIONS,  # the exercise builds the softmax from a running max and sum
+    forbidden_ops=("softmax",),  # PyTorch's softmax kernels, whatever name reaches them
+    reference=online_softmax,
+    summary="softmax whose normaliser is found in one pass over tiles: a running maximum and a rescaled running sum",
+    **public_and_hidden(_online_cases),
+    mistakes=[
+        Mistake("running sum not rescaled", _online_no_rescale,
+                "when a tile raises the running maximum from m to m', the sum so far was computed against "
+                "exp(-m): multiply it by exp(m - m') before adding the new tile's terms."),
+        Mistake("rescaling factor upside down", _online_rescale_inverted,
+                "the old sum is multiplied by exp(m - m'), at most 1 since the maximum only grows: the old terms "
+                "shrink relative to the new, larger maximum."),
+        Mistake("each tile's own maximum", _online_tile_max_only,
+                "keep one RUNNING maximum, the largest entry seen so far, and rescale the sum whenever it grows; "
+                "a tile's own maximum is forgotten at the next tile."),
+        Mistake("sum restarted at every tile", _online_sum_reset,
+                "the running sum accumulates every tile's terms (after rescaling); starting it again at each tile "
+                "keeps only the last tile's."),
+        Mistake("running maximum started at 0", _online_max_from_zero,
+                "start the running maximum at minus infinity, the maximum of nothing: started at 0, rows of very "
+                "negative logits are shifted by too little and every exponential underflows to 0 (0/0)."),
+        Mistake("no maximum subtracted", _online_no_shift,
+                "subtract the running maximum before exponentiating, as notebook 00's stable softmax does: "
+                "exp(1000) overflows to infinity."),
+    ],
+    also_correct=[_online_by_logaddexp, _online_by_merging_tiles, _online_one_entry_at_a_time],
+))

@@ -1,0 +1,119 @@
+"""Notebook 13's checks (``course_lib/checks/nb13_todays_models.py``): each known mistake is rejected with its own
+hint, the reference and the correct alternatives pass, and the public cases are built so that each mistake
+shows (the two RoPE layouts coincide at d_k = 2, the head orders at one key/value head, the online softmax
+without rescaling whenever the first tile holds the maximum: the cases must go beyond those).
+
+``tests/test_exercises.py`` sweeps every exercise too (hidden cases, seeds, sampled in CI); this file runs the
+five exercises of notebook 13 whole, on their public cases, in the fast tier.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from course_lib.exercises import get_exercise, run_check
+
+EXERCISES = ["apply_rope", "rms_norm", "swiglu", "repeat_kv", "online_softmax"]
+MISTAKES = [(name, m) for name in EXERCISES for m in get_exercise(name).mistakes]
+#: The mistakes the issue names, by exercise: each must be declared (and is then tested below).
+NAMED = {
+    "apply_rope": ["layouts confused", "one layout's angle table with the other's pairs"],
+    "rms_norm": ["eps outside the square root"],
+    "swiglu": ["gate on the wrong branch"],
+    "repeat_kv": ["heads repeated in the wrong order"],
+    "online_softmax": ["running sum not rescaled"],
+}
+
+
+@pytest.mark.parametrize("name, mistake", MISTAKES, ids=[f"{n}-{m.name}" for n, m in MISTAKES])
+def test_each_mistake_is_rejected_with_its_own_hint(name: str, mistake) -> None:
+    result = run_check(name, mistake.impl)
+    assert result.status == "failed", result
+    assert result.hint == mistake.hint, f"{mistake.name} was told: {result.hint!r}"
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_reference_and_every_alternative_pass(name: str) -> None:
+    ex = get_exercise(name)
+    assert len(ex.mistakes) >= 5 and len(ex.also_correct) >= 2
+    for impl in (ex.reference, *ex.also_correct):
+        result = run_check(name, impl)
+        assert result.passed, f"{getattr(impl, '__name__', impl)}: {result}"
+
+
+def test_the_mistakes_the_issue_names_are_declared() -> None:
+    for name, wanted in NAMED.items():
+        declared = {m.name for m in get_exercise(name).mistakes}
+        assert set(wanted) <= declared, f"{name}: missing {set(wanted) - declared}"
+
+
+def _mistake(name: str, mistake: str):
+    return next(m for m in get_exercise(name).mistakes if m.name == mistake).impl
+
+
+def test_the_layouts_coincide_on_one_pair_and_differ_beyond() -> None:
+    """With d_k = 2 there is one pair either way; the half-layout case is where confusing them shows."""
+    apply_rope = get_exercise("apply_rope").reference
+    confused = _mistake("apply_rope", "layouts confused")
+    one_pair, positions = torch.tensor([[1.0, 2.0]]), torch.tensor([3])
+    assert torch.allclose(confused(one_pair, positions), apply_rope(one_pair, positions))
+    x = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(0))
+    assert (confused(x, torch.arange(5)) - apply_rope(x, torch.arange(5))).abs().max() > 0.1
+
+
+def test_rope_keeps_lengths_and_scores_depend_on_the_offset_only() -> None:
+    """The property the notebook checks, here on the reference: rotations, and q.k a function of n - m."""
+    apply_rope = get_exercise("apply_rope").reference
+    gen = torch.Generator().manual_seed(1)
+    q, k = torch.randn(1, 16, generator=gen), torch.randn(1, 16, generator=gen)
+    for layout in ("half", "interleaved"):
+        def score(m: int, n: int, layout: str = layout) -> float:
+            return float(apply_rope(q, torch.tensor([m]), layout=layout) @ apply_rope(k, torch.tensor([n]),
+                                                                                   layout=layout).T)
+        assert abs(score(4, 9) - score(104, 109)) < 1e-4 and abs(score(4, 9) - score(4, 10)) > 1e-3
+        rotated = apply_rope(q.expand(7, 16), torch.arange(7), layout=layout)
+        assert torch.allclose(rotated.norm(dim=-1), q.norm().expand(7), atol=1e-5)
+
+
+def test_the_wrong_head_order_is_invisible_with_one_kv_head() -> None:
+    repeat_kv = get_exercise("repeat_kv").reference
+    tiled = _mistake("repeat_kv", "heads repeated in the wrong order")
+    one = torch.randn(2, 1, 3, 4)
+    assert torch.equal(tiled(one, 4), repeat_kv(one, 4))
+    two = torch.tensor([10.0, 20.0]).view(1, 2, 1, 1)
+    assert repeat_kv(two, 2).flatten().tolist() == [10.0, 10.0, 20.0, 20.0]
+    assert tiled(two, 2).flatten().tolist() == [10.0, 20.0, 10.0, 20.0]
+
+
+def test_a_missing_rescale_is_exact_when_the_maximum_comes_first() -> None:
+    online_softmax = get_exercise("online_softmax").reference
+    unscaled = _mistake("online_softmax", "running sum not rescaled")
+    falling, rising = torch.arange(9.0, 0.0, -1.0), torch.arange(1.0, 10.0)
+    assert torch.allclose(unscaled(falling, tile_size=3), online_softmax(falling, tile_size=3))
+    assert (unscaled(rising, tile_size=3) - torch.softmax(rising, -1)).abs().max() > 0.1
+    assert torch.allclose(online_softmax(rising, tile_size=3), torch.softmax(rising, -1), atol=1e-6)
+
+
+def test_eps_inside_and_outside_the_root_part_ways_on_small_activations() -> None:
+    ex = get_exercise("rms_norm")
+    small = next(c for c in ex.cases("public") if "small activations" in c.label)
+    outside = _mistake("rms_norm", "eps outside the square root")
+    module_in, module_out = ex.reference(**small.init), outside(**small.init)
+    module_in.load_state_dict(small.state)
+    module_out.load_state_dict(small.state)
+    with torch.no_grad():
+        x = small.args[0]
+        assert (module_in(x) - module_out(x)).abs().max() > 100 * ex.atol
+        ordinary = torch.randn(3, x.shape[-1]) * 2
+        assert torch.allclose(module_in(ordinary), module_out(ordinary), atol=1e-5)
+
+
+def test_pytorchs_own_rms_norm_counts_as_a_shortcut() -> None:
+    """F.rms_norm gives the right numbers; the exercise asks for it to be written, so the check refuses it."""
+    class Shortcut(get_exercise("rms_norm").reference):
+        def forward(self, x):
+            return torch.nn.functional.rms_norm(x, (self.d_model,), self.weight, self.eps)
+
+    result = run_check("rms_norm", Shortcut)
+    assert result.status == "failed" and "rms_norm" in result.message
