@@ -89,8 +89,11 @@ def online_softmax(x: torch.Tensor, dim: int = -1, tile_size: int = 32) -> torch
     running_max = torch.full((*rows.shape[:-1], 1), float("-inf"), dtype=x.dtype, device=x.device)
     running_sum = torch.zeros_like(running_max)  # (..., 1)
     for start in range(0, rows.shape[-1], tile_size):
-        running_max, rescale, exps = _online_step(running_max, rows[..., start:start + tile_size])
-        running_sum = running_sum * rescale + exps.sum(dim=-1, keepdim=True)
+        tile = rows[..., start:start + tile_size]  # (..., tile)
+        new_max = torch.maximum(running_max, tile.amax(dim=-1, keepdim=True))  # (..., 1)
+        rescale = torch.exp(running_max - new_max)  # what was summed against the old maximum, now against new_max
+        running_sum = running_sum * rescale + torch.exp(tile - new_max).sum(dim=-1, keepdim=True)
+        running_max = new_max
     return (torch.exp(rows - running_max) / running_sum).movedim(-1, dim)
 
 
