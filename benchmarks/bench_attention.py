@@ -3,8 +3,8 @@
 For each sequence length, times forward and forward+backward (median of repeats, after a warm-up) and measures
 peak memory allocated by PyTorch during one call (replayed from the profiler's allocation events), for:
 
-- ``explicit``: :func:`course_lib.attention.scaled_dot_product_attention` (writes the score matrix out);
-- ``fused``: :func:`course_lib.attention.fused_attention` (the course's checks, then PyTorch's fused kernel);
+- ``explicit``: :func:`course_lib.models.attention.scaled_dot_product_attention` (writes the score matrix out);
+- ``fused``: :func:`course_lib.models.attention.fused_attention` (the course's checks, then PyTorch's fused kernel);
 - ``torch``: ``torch.nn.functional.scaled_dot_product_attention`` called directly.
 
 Writes a Markdown table with the machine, versions and configuration (default
@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from course_lib.attention import fused_attention, scaled_dot_product_attention
+from course_lib.models.attention import fused_attention, scaled_dot_product_attention
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.release()} |",
         f"| configuration | float32, batch {args.batch}, heads {args.heads}, d_k = d_v = {args.d_k}, no mask, "
         "self-attention (seq_q = seq_k = n) |",
-        "| explicit | `course_lib.attention.scaled_dot_product_attention` (scores and weights written out) |",
-        "| fused | `course_lib.attention.fused_attention` (input checks, `F.scaled_dot_product_attention`, then "
+        "| explicit | `course_lib.models.attention.scaled_dot_product_attention` (scores and weights written out) |",
+        "| fused | `course_lib.models.attention.fused_attention` (input checks, `F.scaled_dot_product_attention`, then "
         "a finiteness test of the query and the output with a mask or fewer than 16 keys) |",
         "| torch | `F.scaled_dot_product_attention` called directly |",
         "| memory | peak bytes allocated by PyTorch during one call (inputs excluded), replayed from "

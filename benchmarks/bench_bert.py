@@ -1,6 +1,6 @@
 """Notebook 11's claim, measured: pre-train then fine-tune against the same model trained from scratch.
 
-The labelled task of notebook 11 (``course_lib.docstrings``: which of six standard-library packages a
+The labelled task of notebook 11 (``course_lib.data.stdlib_docstrings``: which of six standard-library packages a
 docstring comes from), with the same small labelled budget for both models (``--per-class`` docstrings of
 each package, drawn with the seed) and the same fine-tuning recipe (``--finetune-steps`` steps of AdamW at
 ``--finetune-lr``). The pre-trained model first reads the library's other docstrings for
@@ -33,10 +33,10 @@ sys.path.insert(0, str(HERE))
 
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
-from course_lib.baselines import bag_of_words_accuracy  # noqa: E402
-from course_lib.bert import BERT  # noqa: E402
-from course_lib.pretraining import DocstringData, accuracy, fine_tune, labelled_subset, pretrain_mlm  # noqa: E402
+from course_lib.evaluation.bag_of_words import bag_of_words_accuracy  # noqa: E402
+from course_lib.models.bert import BERT  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
+from course_lib.training.pretraining import DocstringData, accuracy, fine_tune, labelled_subset, pretrain_mlm  # noqa: E402
 
 # notebooks/11_bert.ipynb, sections 2-7
 CONFIG = dict(d_model=128, num_heads=4, num_layers=2, dropout=0.0)  # notebook 11 (no dropout: see its section 5)

@@ -2,7 +2,7 @@
 processes (torchrun, DistributedDataParallel, gloo), the same global batch in both.
 
 What it measures
-- notebook 07's model and recipe (``course_lib.trainer.tasks.TRANSLATE_DEFAULTS``: d_model 128, 4 heads,
+- notebook 07's model and recipe (``course_lib.training.cli.tasks.TRANSLATE_DEFAULTS``: d_model 128, 4 heads,
   2 + 2 layers, BPE targets), trained by ``course-train translate`` for a fixed number of steps;
 - three launches with the same global batch of 128 sentences per step: one process with one thread
   (batch 128), one process with two threads (batch 128), and two processes with one thread each
@@ -51,7 +51,7 @@ def launch(processes: int, threads: int, steps: int, corpus: int, folder: Path) 
                   eval_size=50, checkpoint_every=10_000)
     name = f"p{processes}t{threads}"
     (folder / f"{name}.json").write_text(json.dumps(config))
-    command = ["-m", "course_lib.trainer", "translate", "--config", str(folder / f"{name}.json"),
+    command = ["-m", "course_lib.training.cli", "translate", "--config", str(folder / f"{name}.json"),
                "--out", str(folder / name), "--no-progress"]
     if processes > 1:
         command = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes), *command]

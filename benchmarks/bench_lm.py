@@ -1,6 +1,6 @@
 """Notebook 10's language model: validation perplexity against the best n-gram, and the KV cache's speed.
 
-1. Perplexity: on the Python-docs corpus (``course_lib.corpus.python_docs_corpus``, byte-level BPE of 1024),
+1. Perplexity: on the Python-docs corpus (``course_lib.data.python_docs.python_docs_corpus``, byte-level BPE of 1024),
    the interpolated Kneser-Ney 1- to 5-gram (``--orders``) and, for each seed, notebook 10's GPT trained for
    ``--steps`` steps (stopped early at ``--seconds`` of wall time); validation perplexity on the same tokens.
    Target of issue 19: the GPT's median over 3 seeds at least 25 % below the best n-gram after at most 3
@@ -34,12 +34,12 @@ sys.path.insert(0, str(HERE))
 
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
-from course_lib.corpus import ByteBPE, encode_documents, python_docs_corpus  # noqa: E402
-from course_lib.generation import forward_with_cache, generate  # noqa: E402
-from course_lib.gpt import GPT  # noqa: E402
-from course_lib.lm import evaluate_perplexity, train_lm  # noqa: E402
-from course_lib.ngram import KneserNeyLM  # noqa: E402
+from course_lib.data.python_docs import ByteBPE, encode_documents, python_docs_corpus  # noqa: E402
+from course_lib.generation.sampling import forward_with_cache, generate  # noqa: E402
+from course_lib.models.gpt import GPT  # noqa: E402
+from course_lib.models.ngram import KneserNeyLM  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
+from course_lib.training.language_model import evaluate_perplexity, train_lm  # noqa: E402
 
 # notebooks/10_language_model.ipynb, sections 2-5
 VOCAB_SIZE, SEQ_LEN = 1024, 128

@@ -63,7 +63,7 @@ if threads == "probe":  # as a notebook starts: get_device(threads="measure")
 torch.set_num_threads(int(threads))
 torch.manual_seed(0)
 if loop == "vit":
-    from course_lib.vit import VisionTransformer
+    from course_lib.models.vit import VisionTransformer
     model = VisionTransformer(image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=64, num_heads=4,
                               num_layers=2, d_ff=128, dropout=0.0, pool="cls")
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.05)
@@ -72,7 +72,7 @@ if loop == "vit":
     def loss_of(x, y):
         return F.cross_entropy(model(x), y, label_smoothing=0.1)
 elif loop in ("gpt", "gpt_dropout"):
-    from course_lib.gpt import GPT
+    from course_lib.models.gpt import GPT
     model = GPT(1024, d_model=128, num_heads=4, num_layers=4, max_len=128,
                 dropout=0.1 if loop == "gpt_dropout" else 0.0, activation="gelu_tanh")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
@@ -82,7 +82,7 @@ elif loop in ("gpt", "gpt_dropout"):
     def loss_of(x, y):
         return F.cross_entropy(model(x).reshape(-1, 1024), y.reshape(-1))
 else:
-    from course_lib.attention import MultiHeadAttention
+    from course_lib.models.attention import MultiHeadAttention
     class Reader(nn.Module):
         def __init__(self):
             super().__init__()

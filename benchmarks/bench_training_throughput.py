@@ -1,11 +1,11 @@
 """Training throughput: course_lib's Transformer against nn.Transformer of the same shape, side by side.
 
 What it measures
-- tokens per second of training (target tokens, the ones with a loss) for ``course_lib.transformer.
+- tokens per second of training (target tokens, the ones with a loss) for ``course_lib.models.transformer.
   Transformer`` and for ``nn.Transformer`` wrapped with the same embeddings, positional encoding and tied
   output projection, so that both models have the same parameters and do the same arithmetic;
   a training step is forward + cross-entropy + backward + Adam update (PyTorch's fused kernel, as
-  ``course_lib.training.make_optimizer`` uses, for both models), dropout on;
+  ``course_lib.training.engine.make_optimizer`` uses, for both models), dropout on;
 - the machine's float32 matrix-multiply throughput, ``torch.mm`` of two square matrices (FLOP/s), measured
   in the same run before and after the models;
 - model FLOPs utilisation (MFU): the model's analytic FLOPs per step (3 x forward: the backward pass costs
@@ -40,9 +40,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.positional import PositionalEncoding
-from course_lib.training import fused_if_supported
-from course_lib.transformer import Transformer
+from course_lib.models.positional import PositionalEncoding
+from course_lib.models.transformer import Transformer
+from course_lib.training.engine import fused_if_supported
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

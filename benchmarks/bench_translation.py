@@ -30,10 +30,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from course_lib.decoding import translate
-from course_lib.metrics import translation_scores
-from course_lib.runtime import set_seed
-from course_lib.text import (
+from course_lib.data.translation import (
     BPETokenizer,
     CharTokenizer,
     TranslationDataset,
@@ -42,8 +39,11 @@ from course_lib.text import (
     make_loader,
     make_number_corpus,
 )
-from course_lib.training import label_smoothed_cross_entropy, make_optimizer, make_scheduler, train
-from course_lib.transformer import Transformer
+from course_lib.evaluation.metrics import translation_scores
+from course_lib.generation.decoding import translate
+from course_lib.models.transformer import Transformer
+from course_lib.runtime import set_seed
+from course_lib.training.engine import label_smoothed_cross_entropy, make_optimizer, make_scheduler, train
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -4,30 +4,45 @@ The models and their building blocks are importable from here, in the notebooks'
 
     from course_lib import MultiHeadAttention, causal_mask, PositionalEncoding, Transformer
 
-Data, training, decoding, metrics and plotting live in submodules, imported where needed (they pull in
-heavier libraries): ``course_lib.text``, ``course_lib.training``, ``course_lib.decoding``,
-``course_lib.metrics``, ``course_lib.images``, ``course_lib.plotting``, ``course_lib.diagrams`` (the
-paper's Figures 1 and 2, drawn from the models), ``course_lib.baselines``,
-``course_lib.corpus``, ``course_lib.lm``, ``course_lib.ngram``, ``course_lib.generation``,
-``course_lib.experiments``, ``course_lib.ablation`` and ``course_lib.parallel`` (notebook 12's grid, in
-several processes).
-Exercises: ``course_lib.exercises`` (authoring) and ``course_lib.checks`` (the course's checks);
-grading: ``course_lib.grading`` and the ``course-grade`` command.
+The rest lives in packages named by their job, imported where needed (they pull in heavier libraries);
+``docs/architecture.md`` maps every module to its notebooks, checks and tests:
+
+- ``course_lib.models``: every model and building block (attention, masking, positional, layers, transformer,
+  vit, gpt, bert, seq2seq, the LSTM/CNN baselines, the n-gram model, the key/value cache);
+- ``course_lib.data``: data sets, tokenisers, vocabularies and batches (translation, python_docs,
+  stdlib_docstrings, digits);
+- ``course_lib.training``: the one training engine, language-model training, pre-training and fine-tuning,
+  runs in several processes, and the ``course-train`` command (``course_lib.training.cli``);
+- ``course_lib.generation``: decoding (greedy, beam search) and sampling;
+- ``course_lib.evaluation``: metrics and the baselines scores are compared with;
+- ``course_lib.experiments``: the paper's experiments at small scale (notebook 12);
+- ``course_lib.figures``: plots and the paper's architecture diagrams;
+- exercises: ``course_lib.exercises`` (the mechanism) and ``course_lib.checks`` (the course's checks);
+  grading: ``course_lib.grading`` and the ``course-grade`` command; the class edition: ``course_lib.edition``;
+- infrastructure: ``course_lib.runtime`` (device, seed, threads), ``course_lib.validation`` (input checks).
 
 Public names are stable: ``tests/api_record.json`` records them with their signatures, and a name is
-deprecated (with a warning naming its replacement, see ``course_lib._deprecation``) before it is removed.
+deprecated (with a warning naming its replacement, see ``course_lib._deprecation``) before it is removed. The
+modules that moved into the packages keep their old names (:data:`MOVED_MODULES`): ``import course_lib.text``
+still works, gives ``course_lib.data.translation`` itself and warns once.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .attention import MultiHeadAttention, fused_attention, merge_heads, scaled_dot_product_attention, split_heads
-from .basics import stable_softmax
-from .bert import BERT
-from .gpt import GPT
-from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, mean_pool
-from .masking import (
+from ._deprecation import moved_modules
+from .models.attention import (
+    MultiHeadAttention,
+    fused_attention,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from .models.bert import BERT
+from .models.gpt import GPT
+from .models.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, mean_pool
+from .models.masking import (
     causal_mask,
     decoder_mask,
     from_additive_mask,
@@ -38,10 +53,38 @@ from .masking import (
     to_key_padding_mask,
     to_tf_mask,
 )
-from .positional import LearnedPositionalEmbedding, PositionalEncoding, offset_matrix, sinusoidal_table
+from .models.positional import LearnedPositionalEmbedding, PositionalEncoding, offset_matrix, sinusoidal_table
+from .models.softmax import stable_softmax
+from .models.transformer import PAPER_BASE, PAPER_BIG, PaperConfig, Transformer, count_parameters, shift_right
+from .models.vit import (
+    PatchEmbedding,
+    VisionTransformer,
+    add_cls_and_positions,
+    attention_maps,
+    attention_rollout,
+    patchify,
+)
 from .runtime import get_device, set_seed, steps
-from .transformer import PAPER_BASE, PAPER_BIG, PaperConfig, Transformer, count_parameters, shift_right
-from .vit import PatchEmbedding, VisionTransformer, add_cls_and_positions, attention_maps, attention_rollout, patchify
+
+#: Where each module that moved into a package lives now (issue #35): ``import course_lib.text`` still works, gives
+#: ``course_lib.data.translation`` itself and warns once (:func:`course_lib._deprecation.moved_modules`). Three old
+#: modules gave their name to a package (``training``, ``generation``, ``experiments``): those packages serve the
+#: old module's names with a warning (:func:`course_lib._deprecation.moved_attributes`).
+MOVED_MODULES = {
+    "basics": "models.softmax", "attention": "models.attention", "masking": "models.masking",
+    "positional": "models.positional", "layers": "models.layers", "transformer": "models.transformer",
+    "gpt": "models.gpt", "bert": "models.bert", "vit": "models.vit", "seq2seq": "models.seq2seq",
+    "kv_cache": "models.kv_cache", "ngram": "models.ngram", "baselines": "models.baselines",
+    "text": "data.translation", "corpus": "data.python_docs", "docstrings": "data.stdlib_docstrings",
+    "images": "data.digits",
+    "lm": "training.language_model", "pretraining": "training.pretraining", "parallel": "training.parallel",
+    "trainer": "training.cli",
+    "decoding": "generation.decoding",
+    "metrics": "evaluation.metrics",
+    "ablation": "experiments.ablation",
+    "plotting": "figures.plotting", "diagrams": "figures.diagrams",
+}
+__getattr__ = moved_modules(__name__, MOVED_MODULES)
 
 __all__ = [
     "__version__",
@@ -64,6 +107,6 @@ __all__ = [
     "attention_rollout",
     # 10 decoder-only language model
     "GPT",
-    # 11 encoder-only model (the module is ready; its notebook is not written yet)
+    # 11 encoder-only model
     "BERT",
 ]

@@ -2,7 +2,7 @@
 
 ``course_lib``'s public names are stable (``tests/test_api.py`` records them with their signatures). When
 one has to change, the old spelling keeps working for at least one release and warns whoever uses it,
-naming what to use instead. Three tools, for the three ways a name changes:
+naming what to use instead. Five tools, for the ways a name changes:
 
 - :func:`deprecated` -- a decorator for a function, method or class that will go away: calling it (or
   constructing the class) warns, then does what it always did.
@@ -10,6 +10,10 @@ naming what to use instead. Three tools, for the three ways a name changes:
 - :func:`deprecated_attributes` -- a module ``__getattr__`` (PEP 562) for old names of classes, constants or
   functions: accessing ``module.OldName`` warns and returns the new object itself (so ``isinstance`` and
   subclassing keep working).
+- :func:`moved_modules` -- old module names of a package whose modules moved (``course_lib.text`` ->
+  ``course_lib.data.translation``): importing the old name gives the new module itself and warns.
+- :func:`moved_attributes` -- a module ``__getattr__`` for names that moved to another module, imported only
+  when an old name is used.
 
 The warning is a :class:`CourseDeprecationWarning`, a subclass of :class:`FutureWarning`: Python shows
 FutureWarnings by default everywhere (in a notebook, a script or an instructor's assignment), whereas a
@@ -20,24 +24,28 @@ Example::
 
     from course_lib._deprecation import deprecated, deprecated_attributes
 
-    @deprecated(replacement="course_lib.masking.causal_mask", since="0.2", removal="0.3")
+    @deprecated(replacement="course_lib.models.masking.causal_mask", since="0.2", removal="0.3")
     def look_ahead_mask(seq_len):
         return causal_mask(seq_len)
 
-    # in course_lib/attention.py, after renaming class MHA to MultiHeadAttention:
+    # in course_lib/models/attention.py, after renaming class MHA to MultiHeadAttention:
     __getattr__ = deprecated_attributes(__name__, {"MHA": (MultiHeadAttention, "MultiHeadAttention")})
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.abc
+import importlib.util
 import inspect
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 __all__ = ["CourseDeprecationWarning", "deprecated", "deprecated_alias", "deprecated_attributes",
-           "deprecation_message"]
+           "deprecation_message", "moved_modules", "moved_attributes"]
 
 T = TypeVar("T")
 
@@ -58,8 +66,8 @@ def deprecation_message(old: str, replacement: str, since: str | None = None, re
     """The sentence every deprecation warning of the course uses.
 
     Args:
-        old: the deprecated name as a user writes it (``"course_lib.attention.MHA"``).
-        replacement: what to use instead (``"course_lib.attention.MultiHeadAttention"``), or a short
+        old: the deprecated name as a user writes it (``"course_lib.models.attention.MHA"``).
+        replacement: what to use instead (``"course_lib.models.attention.MultiHeadAttention"``), or a short
             instruction (``"pass mask= instead"``).
         since: the version that deprecated it; removal: the version that will remove it.
 
@@ -158,7 +166,7 @@ def deprecated_alias(old_name: str, new: Callable[..., Any], *, replacement: str
     itself, so ``isinstance`` checks keep working.
 
     Args:
-        old_name: the name shown in the warning (``"course_lib.masking.subsequent_mask"``).
+        old_name: the name shown in the warning (``"course_lib.models.masking.subsequent_mask"``).
         new: the replacement function.
         replacement: how to name ``new`` in the message (default: its qualified name).
 
@@ -221,5 +229,144 @@ def deprecated_attributes(module_name: str, renamed: Mapping[str, tuple[Any, str
                           CourseDeprecationWarning, stacklevel=2)
             return new
         raise AttributeError(f"module {module_name!r} has no attribute {attr!r}")
+
+    return __getattr__
+
+
+# --- moved modules and names -----------------------------------------------------------------------------------
+
+# Frames of the import system, skipped so that a warning points at the line that imported the old name.
+_IMPORT_FRAMES = ("<frozen importlib.", importlib.__file__, __file__)
+
+
+def _importer_stacklevel(also_skip: tuple[str, ...] = ()) -> int:
+    """The ``stacklevel`` (counted from the caller of this function) of the first frame outside the import
+    system, this module and the files ``also_skip``: the line of code that asked for the old name."""
+    skip = (*_IMPORT_FRAMES, *also_skip)
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(skip):
+        frame = frame.f_back
+        # warnings.warn passes over the import system's own frames without counting them (its "internal" frames)
+        name = frame.f_code.co_filename
+        level += not ("importlib" in name and "_bootstrap" in name)
+    return level
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports an old module name as the module that now holds its code: the same module object (so
+    ``isinstance`` and monkeypatching keep working), with a :class:`CourseDeprecationWarning` naming the new path.
+    A moved package's submodules follow it (``course_lib.trainer.cli`` -> ``course_lib.training.cli.cli``)."""
+
+    def __init__(self, moved: Mapping[str, str], since: str | None, removal: str | None) -> None:
+        self.moved = dict(moved)
+        self.since, self.removal = since, removal
+        self.roots = {old.split(".", 1)[0] for old in self.moved}
+        self._specs: dict[str, Any] = {}
+
+    def new_name(self, fullname: str) -> str | None:
+        """Where the module ``fullname`` lives now (None when it did not move)."""
+        if fullname.split(".", 1)[0] not in self.roots:
+            return None
+        if fullname in self.moved:
+            return self.moved[fullname]
+        for old, new in self.moved.items():
+            if fullname.startswith(old + "."):
+                return new + fullname[len(old):]
+        return None
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        new = self.new_name(fullname)
+        return None if new is None else importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        new = self.new_name(spec.name)
+        warnings.warn(deprecation_message(spec.name, new, self.since, self.removal), CourseDeprecationWarning,
+                      stacklevel=_importer_stacklevel())
+        module = importlib.import_module(new)
+        self._specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        # The import system gave the module the old name's spec; it keeps its own (reload, pickling by spec).
+        module.__spec__ = self._specs.pop(module.__spec__.name)
+
+
+def moved_modules(package: str, moved: Mapping[str, str], since: str | None = None,
+                  removal: str | None = None) -> Callable[[str], Any]:
+    """Keep old module names of ``package`` importable after their modules moved; returns the package's
+    ``__getattr__`` (PEP 562), so that ``package.old`` works without an import too.
+
+    ``import course_lib.text``, ``from course_lib.text import Vocab`` and ``from course_lib import text`` all
+    give the module that now holds the code (the same object: ``isinstance`` and monkeypatching keep working)
+    and warn once with a :class:`CourseDeprecationWarning` naming the new path.
+
+    Args:
+        package: the package's ``__name__``.
+        moved: ``{old submodule: new submodule}``, relative to ``package`` (``{"text": "data.translation"}``).
+            A moved package takes its submodules along.
+
+    Example:
+        >>> import sys
+        >>> getattr_ = moved_modules("course_lib", {"old_softmax": "models.softmax"})
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     import course_lib.old_softmax as old
+        >>> old is sys.modules["course_lib.models.softmax"]
+        True
+        >>> str(caught[0].message).split(";")[1]
+        ' use course_lib.models.softmax instead.'
+    """
+    table = {f"{package}.{old}": f"{package}.{new}" for old, new in moved.items()}
+    finder = next((f for f in sys.meta_path if isinstance(f, _MovedModuleFinder) and f.since == since
+                   and f.removal == removal), None)
+    if finder is None:
+        finder = _MovedModuleFinder({}, since, removal)
+        sys.meta_path.insert(0, finder)
+    finder.moved.update(table)
+    finder.roots = {old.split(".", 1)[0] for old in finder.moved}
+
+    def __getattr__(attr: str) -> Any:
+        if f"{package}.{attr}" in table:
+            return importlib.import_module(f"{package}.{attr}")
+        raise AttributeError(f"module {package!r} has no attribute {attr!r}")
+
+    return __getattr__
+
+
+def moved_attributes(module_name: str, moved: Mapping[str, str] | None = None, *, names_of: str | None = None,
+                     since: str | None = None, removal: str | None = None) -> Callable[[str], Any]:
+    """A module-level ``__getattr__`` (PEP 562) for names that moved to another module, imported only when an
+    old name is used (so the old module needs no import of the new one).
+
+    Args:
+        module_name: the module's ``__name__``.
+        moved: ``{old name: "new.module.name"}`` (the name may differ: ``"course_lib.models.baselines.SmallCNN"``).
+        names_of: a module whose public names (its ``__all__``) all used to live here: a package that took an old
+            module's name (``course_lib.training`` serves the names of ``course_lib.training.engine``).
+
+    Example:
+        >>> getattr_ = moved_attributes("course_lib.demo", {"softmax": "course_lib.models.softmax.stable_softmax"})
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     getattr_("softmax").__name__
+        'stable_softmax'
+        >>> str(caught[0].message).split(";")[1]
+        ' use course_lib.models.softmax.stable_softmax instead.'
+    """
+    table = dict(moved or {})
+
+    def __getattr__(attr: str) -> Any:
+        new = table.get(attr)
+        if new is None and names_of is not None and not attr.startswith("_") \
+                and attr in getattr(importlib.import_module(names_of), "__all__", ()):
+            new = f"{names_of}.{attr}"
+        if new is None:
+            raise AttributeError(f"module {module_name!r} has no attribute {attr!r}")
+        home, _, name = new.rpartition(".")
+        warnings.warn(deprecation_message(f"{module_name}.{attr}", new, since, removal), CourseDeprecationWarning,
+                      stacklevel=_importer_stacklevel())
+        return getattr(importlib.import_module(home), name)
 
     return __getattr__

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .validation import check_positive_ints
+from course_lib.validation import check_positive_ints
 
 __all__ = ["get_device", "set_seed", "SMOKE", "steps", "configure_threads", "DEFAULT_THREADS", "choose_threads",
            "measure_threads"]

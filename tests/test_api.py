@@ -163,12 +163,12 @@ def test_update_script_check_mode(tmp_path) -> None:
 # --- deprecation ------------------------------------------------------------------------------------------------
 
 def test_deprecated_function_warns_naming_the_replacement_and_still_works() -> None:
-    @deprecated(replacement="course_lib.masking.causal_mask", since="0.2", removal="0.3")
+    @deprecated(replacement="course_lib.models.masking.causal_mask", since="0.2", removal="0.3")
     def look_ahead_mask(n: int) -> int:
         """The old name."""
         return n * 2
 
-    with pytest.warns(CourseDeprecationWarning, match=r"use course_lib\.masking\.causal_mask instead") as rec:
+    with pytest.warns(CourseDeprecationWarning, match=r"use course_lib\.models\.masking\.causal_mask instead") as rec:
         assert look_ahead_mask(3) == 6
     message = str(rec[0].message)
     assert "look_ahead_mask is deprecated since course_lib 0.2 and will be removed in 0.3" in message
@@ -178,7 +178,7 @@ def test_deprecated_function_warns_naming_the_replacement_and_still_works() -> N
 
 
 def test_deprecated_class_warns_on_construction_and_keeps_isinstance() -> None:
-    @deprecated(replacement="course_lib.attention.MultiHeadAttention")
+    @deprecated(replacement="course_lib.models.attention.MultiHeadAttention")
     class MHA:
         def __init__(self, d_model: int) -> None:
             self.d_model = d_model
@@ -197,10 +197,10 @@ def test_deprecated_alias_and_module_attributes() -> None:
     def causal(n: int) -> int:
         return n + 1
 
-    old = deprecated_alias("course_lib.masking.subsequent_mask", causal,
-                           replacement="course_lib.masking.causal_mask")
+    old = deprecated_alias("course_lib.models.masking.subsequent_mask", causal,
+                           replacement="course_lib.models.masking.causal_mask")
     with pytest.warns(CourseDeprecationWarning,
-                      match="subsequent_mask is deprecated.*use course_lib.masking.causal_mask"):
+                      match="subsequent_mask is deprecated.*use course_lib.models.masking.causal_mask"):
         assert old(1) == 2
     assert old.__name__ == "subsequent_mask"
 

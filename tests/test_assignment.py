@@ -37,10 +37,10 @@ from kv_cache_reference import (  # noqa: E402
     uncached_logits,
 )
 
-from course_lib.attention import MultiHeadAttention  # noqa: E402
 from course_lib.exercises import Exercise, registered_exercises, run_check  # noqa: E402
 from course_lib.exercises.notebooks import BEGIN, END, STUB_LINES, exercise_cells, solve, unsolve  # noqa: E402
-from course_lib.masking import causal_mask  # noqa: E402
+from course_lib.models.attention import MultiHeadAttention  # noqa: E402
+from course_lib.models.masking import causal_mask  # noqa: E402
 
 EXERCISES = [kv_cache_checks.KV_APPEND, kv_cache_checks.KV_ATTENTION_STEP, kv_cache_checks.KV_DECODE_LOOP]
 IDS = [ex.name for ex in EXERCISES]
@@ -131,7 +131,7 @@ def _exec_exercise_cells(nb: nbformat.NotebookNode) -> dict:
 
     from torch import nn
 
-    from course_lib.positional import sinusoidal_table
+    from course_lib.models.positional import sinusoidal_table
 
     namespace = {"torch": torch, "nn": nn, "math": math, "sinusoidal_table": sinusoidal_table,
                  "CachedAttention": CachedSelfAttention}  # what exercise 2's check leaves when it fails

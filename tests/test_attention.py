@@ -1,4 +1,4 @@
-"""course_lib.attention against references we did not write: F.scaled_dot_product_attention and
+"""course_lib.models.attention against references we did not write: F.scaled_dot_product_attention and
 nn.MultiheadAttention (with copied weights), the paper's formula, and bad input.
 """
 
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.attention import (
+from course_lib.models.attention import (
     MultiHeadAttention,
     fused_attention,
     merge_heads,

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from course_lib import Encoder, MultiHeadAttention, Transformer, padding_mask, scaled_dot_product_attention
-from course_lib.attention import fused_attention
-from course_lib.decoding import beam_search, beam_search_step, greedy_decode
-from course_lib.training import label_smoothed_cross_entropy, transformer_lr
+from course_lib.generation.decoding import beam_search, beam_search_step, greedy_decode
+from course_lib.models.attention import fused_attention
+from course_lib.training.engine import label_smoothed_cross_entropy, transformer_lr
 
 
 def test_float64_query_with_float32_key_is_named() -> None:
@@ -160,14 +160,14 @@ def test_causal_mask_with_a_cache_offset_is_unambiguous() -> None:
 # Issue 33: bad inputs to the API of notebooks 09-12 that were silent or cryptic.
 
 def _gpt(vocab_size: int = 20, max_len: int = 16):
-    from course_lib.gpt import GPT
+    from course_lib.models.gpt import GPT
 
     torch.manual_seed(0)
     return GPT(vocab_size, d_model=8, num_heads=2, num_layers=1, max_len=max_len).eval()
 
 
 def test_lm_loss_on_one_token_sequences_is_refused_not_nan() -> None:
-    from course_lib.lm import lm_loss
+    from course_lib.training.language_model import lm_loss
 
     with pytest.raises(ValueError, match=r"lm_loss: tokens must have seq >= 2.*got shape \(3, 1\)"):
         lm_loss(torch.randn(3, 1, 5), torch.zeros(3, 1, dtype=torch.long))
@@ -184,14 +184,14 @@ def test_lm_loss_on_one_token_sequences_is_refused_not_nan() -> None:
     (torch.tensor([[0, 1], [2, 3]]), r"1-D integer tensor.*shape \(2, 2\)"),
 ])
 def test_kneser_ney_refuses_a_stream_it_cannot_count(stream: torch.Tensor, message: str) -> None:
-    from course_lib.ngram import KneserNeyLM
+    from course_lib.models.ngram import KneserNeyLM
 
     with pytest.raises(ValueError, match=message):
         KneserNeyLM(stream, vocab_size=4, order=3)
 
 
 def test_kneser_ney_refuses_ids_outside_the_vocabulary_when_scoring() -> None:
-    from course_lib.ngram import KneserNeyLM
+    from course_lib.models.ngram import KneserNeyLM
 
     lm = KneserNeyLM(torch.tensor([0, 1, 2, 0, 1, 2]), vocab_size=4, order=2)
     with pytest.raises(ValueError, match=r"y: stream must hold ids in \[0, vocab_size=4\), got ids from 0 to 9"):
@@ -205,7 +205,7 @@ def test_kneser_ney_refuses_ids_outside_the_vocabulary_when_scoring() -> None:
 
 
 def test_generate_refuses_a_negative_number_of_new_tokens() -> None:
-    from course_lib.generation import generate
+    from course_lib.generation.sampling import generate
 
     model, prompt = _gpt(), torch.tensor([[1, 2, 3]])
     for use_cache in (True, False):
@@ -215,7 +215,7 @@ def test_generate_refuses_a_negative_number_of_new_tokens() -> None:
 
 
 def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
-    from course_lib.generation import forward_with_cache, generate
+    from course_lib.generation.sampling import forward_with_cache, generate
 
     model = _gpt(vocab_size=20)
     bad = torch.tensor([[1, 25, 3]])
@@ -235,7 +235,7 @@ def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
 
 
 def test_attend_with_cache_names_the_mismatched_argument() -> None:
-    from course_lib.generation import attend_with_cache
+    from course_lib.generation.sampling import attend_with_cache
 
     q = k = v = torch.randn(2, 4, 1, 8)  # (batch, heads, new, d_k)
     past = torch.randn(2, 4, 5, 8)
@@ -255,7 +255,7 @@ def test_attend_with_cache_names_the_mismatched_argument() -> None:
 
 @pytest.mark.parametrize(("poison", "found"), [(float("nan"), "NaN"), (float("inf"), r"\+inf")])
 def test_sample_next_token_names_nan_and_inf_logits(poison: float, found: str) -> None:
-    from course_lib.generation import sample_next_token
+    from course_lib.generation.sampling import sample_next_token
 
     logits = torch.randn(3, 5)
     logits[1, 2] = poison
@@ -269,7 +269,7 @@ def test_sample_next_token_names_nan_and_inf_logits(poison: float, found: str) -
 
 
 def test_sequential_windows_names_seq_len_zero() -> None:
-    from course_lib.corpus import random_windows, sequential_windows
+    from course_lib.data.python_docs import random_windows, sequential_windows
 
     stream = torch.arange(10)
     for fn in (sequential_windows, lambda s, n: random_windows(s, 2, n)):
@@ -280,7 +280,7 @@ def test_sequential_windows_names_seq_len_zero() -> None:
 
 
 def test_bert_refuses_a_pad_id_outside_its_vocabulary_and_a_head_without_classes() -> None:
-    from course_lib.bert import BERT, ClassificationHead
+    from course_lib.models.bert import BERT, ClassificationHead
 
     with pytest.raises(ValueError, match=r"BERT: pad_id must be None or an id in \[0, vocab_size=20\), got 30"):
         BERT(vocab_size=20, d_model=8, num_heads=2, num_layers=1, pad_id=30)
@@ -291,7 +291,7 @@ def test_bert_refuses_a_pad_id_outside_its_vocabulary_and_a_head_without_classes
 
 
 def test_mask_tokens_refuses_ids_outside_the_vocabulary() -> None:
-    from course_lib.bert import mask_tokens
+    from course_lib.models.bert import mask_tokens
 
     tokens = torch.tensor([[4, 5, 25, 6]])
     with pytest.raises(ValueError, match=r"tokens must hold ids in \[0, vocab_size=20\), got ids from 4 to 25"):
@@ -299,7 +299,7 @@ def test_mask_tokens_refuses_ids_outside_the_vocabulary() -> None:
 
 
 def test_additive_attention_blames_the_argument_that_is_wrong() -> None:
-    from course_lib.seq2seq import additive_attention
+    from course_lib.models.seq2seq import additive_attention
 
     q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 6)
     w_q, w_k = torch.randn(8, 4), torch.randn(8, 6)
@@ -318,7 +318,7 @@ def test_additive_attention_blames_the_argument_that_is_wrong() -> None:
     ({"eval_every": 5}, "eval_every=5 needs a valid_stream"),
 ])
 def test_train_lm_names_a_bad_setting_before_training(kwargs: dict, message: str) -> None:
-    from course_lib.lm import train_lm
+    from course_lib.training.language_model import train_lm
 
     settings = {"steps": 2, "batch_size": 2, "seq_len": 4, "progress": False, **kwargs}
     with pytest.raises(ValueError, match=message):
@@ -326,8 +326,8 @@ def test_train_lm_names_a_bad_setting_before_training(kwargs: dict, message: str
 
 
 def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
-    from course_lib.bert import BERT
-    from course_lib.pretraining import accuracy, fine_tune, labelled_subset
+    from course_lib.models.bert import BERT
+    from course_lib.training.pretraining import accuracy, fine_tune, labelled_subset
 
     model = BERT(20, d_model=8, num_heads=2, num_layers=1, max_len=16, num_classes=3)
     tokens = torch.randint(0, 20, (8, 10))

@@ -1,4 +1,4 @@
-"""course_lib.baselines: the comparison layers of notebook 09 and the paper's Table 1 in exact numbers.
+"""course_lib.models.baselines and course_lib.models.complexity: notebook 09's comparison layers and Table 1.
 
 The two analytic functions are verified against things they do not compute themselves:
 - ``max_path_length``: the smallest stack of real layers (causal ``Conv1dLayer``s, dilated ones, banded
@@ -17,14 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_lib.baselines import (
-    LAYER_KINDS,
-    Conv1dLayer,
-    LSTMClassifier,
-    LSTMSeq2Seq,
-    layer_flops,
-    max_path_length,
-)
+from course_lib.models.baselines import Conv1dLayer, LSTMClassifier, LSTMSeq2Seq
+from course_lib.models.complexity import LAYER_KINDS, layer_flops, max_path_length
 
 
 @pytest.fixture(autouse=True, scope="module")

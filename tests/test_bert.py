@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.bert import BERT, IGNORE_INDEX, mask_tokens, mlm_loss
+from course_lib.models.bert import BERT, IGNORE_INDEX, mask_tokens, mlm_loss
 
 VOCAB, D_MODEL, HEADS, LAYERS, D_FF, MAX_LEN, PAD, CLS, SEP, MASK = 41, 16, 4, 2, 40, 20, 0, 1, 2, 3
 

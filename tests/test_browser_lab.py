@@ -328,8 +328,8 @@ def _a_broken_cell_never_passes(page, index: int) -> list[str]:
 
 # A training cell with the course's progress bar (a tqdm widget), about 6 s whatever the machine's load.
 TRAINING = """import torch
-from course_lib.gpt import GPT
-from course_lib.lm import train_lm
+from course_lib.models.gpt import GPT
+from course_lib.training.language_model import train_lm
 history = train_lm(GPT(50, d_model=16, num_heads=2, num_layers=1, max_len=16), torch.randint(0, 50, (500,)),
                    steps=100_000, batch_size=4, seq_len=8, max_seconds=6)
 """

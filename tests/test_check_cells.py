@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT
 
-from course_lib.basics import stable_softmax
 from course_lib.exercises import cells, check, get_exercise
+from course_lib.models.softmax import stable_softmax
 
 GOOD = '''def stable_softmax(x, dim=-1):
     e = torch.exp(x - x.amax(dim=dim, keepdim=True))
@@ -146,7 +146,7 @@ run('fn = check("stable_softmax", stable_softmax)')
 run("from course_lib.exercises import cells; import importlib; importlib.reload(cells); cells.install()")
 run("print('post_run_cell callbacks:', sum(type(c).__name__ == 'CellTracker' "
     "for c in get_ipython().events.callbacks['post_run_cell']))")
-run('print("fn is the reference:", fn is __import__("course_lib.basics").basics.stable_softmax)')
+run('print("fn is the reference:", fn is __import__("course_lib.models.softmax").basics.stable_softmax)')
 '''
 
 

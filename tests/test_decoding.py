@@ -1,4 +1,4 @@
-"""course_lib.decoding: greedy decoding and beam search against brute force on a model whose probabilities
+"""course_lib.generation.decoding: greedy decoding and beam search against brute force on a model whose probabilities
 we know, batching, beam_size=1 equal to greedy, and clear errors for bad input."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.decoding import beam_search, beam_search_step, greedy_decode, translate
-from course_lib.text import Vocab, WordTokenizer
+from course_lib.data.translation import Vocab, WordTokenizer
+from course_lib.generation.decoding import beam_search, beam_search_step, greedy_decode, translate
 
 PAD, BOS, EOS = 0, 1, 2
 V = 6  # ids 0..5: pad, bos, eos, and three words 3, 4, 5
@@ -199,7 +199,7 @@ def test_translate_strings_in_order_and_unknown_words() -> None:
 
 
 def test_with_the_course_transformer() -> None:
-    from course_lib.transformer import Transformer
+    from course_lib.models.transformer import Transformer
 
     torch.manual_seed(0)
     model = Transformer(10, 12, d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,

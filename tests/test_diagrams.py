@@ -1,4 +1,4 @@
-"""The paper's Figures 1 and 2, drawn from the course's own models (course_lib.diagrams)."""
+"""The paper's Figures 1 and 2, drawn from the course's own models (course_lib.figures.diagrams)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from torch import nn  # noqa: E402
 
 from course_lib import GPT, DecoderLayer, EncoderLayer, MultiHeadAttention, Transformer  # noqa: E402
-from course_lib.diagrams import plot_attention_diagram, plot_layer, plot_transformer, sublayers  # noqa: E402
+from course_lib.figures.diagrams import plot_attention_diagram, plot_layer, plot_transformer, sublayers  # noqa: E402
 
 
 def _texts(ax: plt.Axes) -> Counter:

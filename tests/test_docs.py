@@ -27,8 +27,14 @@ _spec = importlib.util.spec_from_file_location("update_api_record", ROOT / "tool
 api_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(api_tool)
 
-#: The modules of the models (CONTRIBUTING.md's layering): their public names document shapes and an example.
-MODEL_MODULES = tuple(f"course_lib.{m}" for m in ("attention", "masking", "positional", "layers", "transformer", "vit"))
+#: The modules of the models (every file of course_lib/models/, found by walking it): their public names document
+#: shapes and an example. Those still to complete are listed, each with what it lacks, so that the list only shrinks.
+MODELS_TO_COMPLETE = {"course_lib.models.bert": "mlm_loss has no example",
+                      "course_lib.models.kv_cache": "KVCache has no example",
+                      "course_lib.models.ngram": "KneserNeyLM names no shapes"}
+MODEL_MODULES = tuple(sorted(
+    "course_lib.models." + p.stem for p in (ROOT / "course_lib" / "models").glob("*.py")
+    if p.stem != "__init__" and "course_lib.models." + p.stem not in MODELS_TO_COMPLETE))
 _SHAPES = re.compile(r"shape|\((batch|seq|\.\.\.|max_len|d_model|num_heads|vocab)", re.IGNORECASE)
 
 
@@ -115,10 +121,11 @@ def test_every_public_module_function_and_class_has_its_own_docstring() -> None:
     assert not problems, f"public names without a docstring: {sorted(set(problems))}"
 
 
-def test_model_functions_and_classes_document_shapes_and_an_example() -> None:
+def _model_doc_problems(modules: set[str] | tuple[str, ...]) -> list[str]:
+    """What the public functions and classes of ``modules`` lack: an example (``>>>``), or shapes."""
     problems = []
     for module_name, module, names in PUBLIC:
-        if module_name not in MODEL_MODULES:
+        if module_name not in modules:
             continue
         for name in names:
             obj = getattr(module, name, None)
@@ -129,7 +136,19 @@ def test_model_functions_and_classes_document_shapes_and_an_example() -> None:
                 problems.append(f"{module_name}.{name}: no example (>>>)")
             if _mentions_tensors(obj) and not _SHAPES.search(doc):
                 problems.append(f"{module_name}.{name}: takes or returns tensors but names no shapes")
+    return problems
+
+
+def test_model_functions_and_classes_document_shapes_and_an_example() -> None:
+    assert {"course_lib.models.attention", "course_lib.models.gpt", "course_lib.models.vit"} <= set(MODEL_MODULES)
+    problems = _model_doc_problems(MODEL_MODULES)
     assert not problems, "model docstrings to complete:\n" + "\n".join(f"  {p}" for p in problems)
+
+
+def test_the_model_modules_still_to_complete_are_incomplete() -> None:
+    """A module leaves MODELS_TO_COMPLETE (and comes under the rule) as soon as its docstrings are complete."""
+    done = [m for m in MODELS_TO_COMPLETE if not _model_doc_problems({m})]
+    assert not done, f"{done}: docstrings complete, remove them from MODELS_TO_COMPLETE"
 
 
 def _doctests() -> list[doctest.DocTest]:

@@ -32,10 +32,10 @@ import nbformat
 import pytest
 import torch
 
-import course_lib.attention as attention
-import course_lib.basics as basics
-import course_lib.masking as masking
-import course_lib.training as training
+import course_lib.models.attention as attention
+import course_lib.models.masking as masking
+import course_lib.models.softmax as basics
+import course_lib.training.engine as training
 from course_lib.edition import backed
 from course_lib.edition.answers import graded_parts
 from course_lib.edition.build import build_edition, build_student_folder, course_exercises
@@ -234,8 +234,8 @@ def test_graded_parts_cover_every_exercise_and_the_positional_give_aways() -> No
     parts = graded_parts(exercises)
     assert {p.exercise for p in parts} == {e.name for e in exercises}
     keys = {p.key for p in parts}
-    assert {"course_lib.positional.sinusoidal_frequencies", "course_lib.positional._frequencies64",
-            "course_lib.attention.MultiHeadAttention.forward"} <= keys
+    assert {"course_lib.models.positional.sinusoidal_frequencies", "course_lib.models.positional._frequencies64",
+            "course_lib.models.attention.MultiHeadAttention.forward"} <= keys
 
 
 @pytest.fixture(scope="module")
@@ -256,8 +256,8 @@ def test_the_edition_has_the_structure_students_install(small_edition: Path) -> 
     data = torch.load(lib / "edition" / "data" / "stable_softmax.pt", weights_only=True)  # plain data only
     assert len(data["cases"]) == len(data["expected"]) and data["mistakes"][0]["hint"]
     manifest = json.loads((lib / "edition" / "manifest.json").read_text())
-    assert manifest["parts"]["course_lib.basics.stable_softmax"]["kind"] == "backed"
-    assert manifest["parts"]["course_lib.masking.padding_mask"]["kind"] == "withheld"
+    assert manifest["parts"]["course_lib.models.softmax.stable_softmax"]["kind"] == "backed"
+    assert manifest["parts"]["course_lib.models.masking.padding_mask"]["kind"] == "withheld"
 
 
 def test_the_edition_holds_no_reference_body_no_case_and_no_mistake_code(small_edition: Path) -> None:
@@ -285,7 +285,7 @@ def test_the_editions_check_passes_a_solution_names_a_mistake_and_falls_back_on_
             e = torch.exp(x - x.amax(dim, keepdim=True))
             return e / e.sum(dim, keepdim=True)
         check("stable_softmax")
-        from course_lib.masking import padding_mask
+        from course_lib.models.masking import padding_mask
         try:
             padding_mask(torch.tensor([[1, 0]]), 0)
         except Exception as err:
@@ -293,7 +293,7 @@ def test_the_editions_check_passes_a_solution_names_a_mistake_and_falls_back_on_
     """)
     done = _in_edition(small_edition, code)
     assert done.returncode == 0, done.stderr
-    assert "not implemented yet" in done.stdout and "fallback course_lib.basics 0.5" in done.stdout
+    assert "not implemented yet" in done.stdout and "fallback course_lib.models.softmax 0.5" in done.stdout
     assert "hint: exp(1000) overflows" in done.stdout  # the stored output of the "no max shift" mistake
     assert "✅ stable_softmax: passed (8/8 cases)" in done.stdout and "AnswerWithheld" in done.stdout
 
@@ -387,7 +387,7 @@ def test_the_sandbox_copy_holds_no_give_away_of_the_exercise_it_grades(tmp_path:
     course_exercises()
     build_library(tmp_path, [get_exercise("sinusoidal_table").reference])
     code = textwrap.dedent("""
-        import course_lib.positional as P
+        import course_lib.models.positional as P
         for name, args in (("sinusoidal_frequencies", (8,)), ("offset_matrix", (1, 8))):
             try:
                 getattr(P, name)(*args)
@@ -413,11 +413,11 @@ def test_the_search_and_the_ast_comparison_find_answers_planted_in_a_copy(small_
     shutil.copytree(small_edition, planted)
     for name in ("basics.py", "positional.py"):
         shutil.copyfile(ROOT / "course_lib" / name, planted / "course_lib" / name)
-    with pytest.raises(AssertionError, match="graded part course_lib.basics.stable_softmax"):
+    with pytest.raises(AssertionError, match="graded part course_lib.models.softmax.stable_softmax"):
         _assert_no_answers(planted, course_exercises())
     found = {(v["exercise"], v["callable"]) for v in _probe(planted)["violations"]}
-    assert {("stable_softmax", "course_lib.basics.stable_softmax"),
-            ("sinusoidal_table", "course_lib.positional.sinusoidal_table")} <= found
+    assert {("stable_softmax", "course_lib.models.softmax.stable_softmax"),
+            ("sinusoidal_table", "course_lib.models.positional.sinusoidal_table")} <= found
 
 
 def test_a_judged_exercise_is_judged_in_the_edition_by_its_shipped_judge(small_edition: Path) -> None:

@@ -9,6 +9,7 @@ import importlib
 import os
 import subprocess
 import sys
+import textwrap
 
 import nbformat
 import pytest
@@ -59,7 +60,7 @@ def test_declaration_is_valid(ex: Exercise) -> None:
 
 def test_first_check_imports_only_its_notebooks_checks() -> None:
     """A fresh interpreter's first check imports the one module that declares the exercise, and no other."""
-    code = ("import sys\nfrom course_lib.checks import check\nfrom course_lib.layers import mean_pool\n"
+    code = ("import sys\nfrom course_lib.checks import check\nfrom course_lib.models.layers import mean_pool\n"
             "check('mean_pool')\n"
             "print(sorted(m for m in sys.modules if m.startswith('course_lib.checks.')))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
@@ -70,7 +71,7 @@ def test_first_check_imports_only_its_notebooks_checks() -> None:
 
 
 def test_check_finds_the_name_where_it_is_called() -> None:
-    from course_lib.basics import stable_softmax  # noqa: F401  (what the exercise cell would define)
+    from course_lib.models.softmax import stable_softmax  # noqa: F401  (what the exercise cell would define)
 
     assert check("stable_softmax") is stable_softmax
 
@@ -152,7 +153,7 @@ def test_wrong_return_type_is_named() -> None:
 
 
 def test_wrong_shape_is_named() -> None:
-    from course_lib.basics import stable_softmax
+    from course_lib.models.softmax import stable_softmax
 
     result = run_check("stable_softmax", lambda x, dim=-1: stable_softmax(x, dim=dim).unsqueeze(0))
     assert result.status == "failed" and "expected shape (3,), got (1, 3)" in result.message
@@ -189,7 +190,7 @@ def test_code_that_changes_its_input_fails_and_names_it() -> None:
 
 def test_right_numbers_without_gradients_fail_where_the_notebooks_train() -> None:
     """Found from the student's seat: these passed the check, then the notebook's training cell crashed."""
-    from course_lib.layers import mean_pool
+    from course_lib.models.layers import mean_pool
 
     def through_numpy(x, mask):
         return torch.from_numpy(mean_pool(x.detach(), mask).numpy())
@@ -209,7 +210,7 @@ def test_right_numbers_without_gradients_fail_where_the_notebooks_train() -> Non
     assert result.status == "failed" and "backpropagating" in result.message
 
     def item_loss(logits, target, smoothing=0.1, ignore_index=0):
-        from course_lib.training import label_smoothed_cross_entropy
+        from course_lib.training.engine import label_smoothed_cross_entropy
         return torch.tensor(label_smoothed_cross_entropy(logits, target, smoothing, ignore_index).item())
 
     assert run_check("label_smoothed_cross_entropy", item_loss).status == "failed"
@@ -225,7 +226,7 @@ def test_sys_exit_in_learner_code_is_an_error_verdict() -> None:
 def test_numpy_scalar_counts_as_the_number() -> None:
     import numpy as np
 
-    from course_lib.baselines import max_path_length
+    from course_lib.models.complexity import max_path_length
 
     assert run_check("max_path_length", lambda *a, **k: np.int64(max_path_length(*a, **k))).passed
     result = run_check("max_path_length", lambda *a, **k: [max_path_length(*a, **k)])
@@ -235,7 +236,7 @@ def test_numpy_scalar_counts_as_the_number() -> None:
 def test_namedtuple_output_is_read_as_a_tuple() -> None:
     from collections import namedtuple
 
-    from course_lib.attention import MultiHeadAttention
+    from course_lib.models.attention import MultiHeadAttention
 
     Out = namedtuple("Out", "output weights")
 
@@ -261,7 +262,7 @@ def test_namedtuple_output_is_read_as_a_tuple() -> None:
 
 
 def test_integer_output_must_stay_integer() -> None:
-    from course_lib.transformer import shift_right
+    from course_lib.models.transformer import shift_right
 
     result = run_check("shift_right", lambda *a, **k: shift_right(*a, **k).float())
     assert result.status == "failed" and "integer tensor" in result.message
@@ -315,3 +316,61 @@ def test_declaration_with_duplicate_name_from_elsewhere_fails() -> None:
 def test_declaration_with_bad_points_fails() -> None:
     with pytest.raises(ExerciseDefinitionError, match="points"):
         register(_decl(points=0))
+
+
+# --- finding an exercise by name: a table, no prior import ------------------------------------------------------
+
+def test_every_entry_point_finds_a_course_exercise_without_importing_the_checks() -> None:
+    """In a fresh interpreter, with no ``import course_lib.checks``: run_check, check, get_exercise and the grader's
+    course copy all find the course's exercises by name, and a lookup imports only the module the table names."""
+    code = textwrap.dedent("""
+        import sys
+        from pathlib import Path
+        from course_lib.exercises import check, get_exercise, run_check
+        from course_lib.models.softmax import stable_softmax
+        assert run_check("stable_softmax", stable_softmax).passed
+        loaded = sorted(m for m in sys.modules if m.startswith("course_lib.checks."))
+        assert loaded == ["course_lib.checks.nb00_welcome"], loaded
+        assert check("stable_softmax") is stable_softmax
+        assert get_exercise("additive_attention").declared_in == "course_lib.checks.nb09_why_self_attention"
+        from course_lib.grading.course import CourseCopy
+        copy = CourseCopy(Path("notebooks/00_welcome.ipynb"), seed=0)
+        print([spec.exercise.name for spec in copy.specs])
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['stable_softmax']"
+
+
+def test_the_table_of_exercises_agrees_with_the_modules_and_the_notebooks() -> None:
+    """``course_lib.checks.EXERCISES`` names each course exercise once, in the module that declares it, and that
+    module is the one the notebook's metadata names, holding exactly the notebook's exercise cells."""
+    from course_lib.checks import EXERCISES as TABLE
+    from course_lib.exercises.notebooks import exercise_cells
+
+    declared = {ex.name: ex.declared_in for ex in EXERCISES if ex.declared_in.startswith("course_lib.checks.")}
+    listed = {name: f"course_lib.checks.{module}" for module, names in TABLE.items() for name in names}
+    assert sum(len(names) for names in TABLE.values()) == len(listed), "an exercise is listed twice"
+    assert listed == declared
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        module = nb.metadata["course"]["checks"]
+        cells = [name for _, _, name in exercise_cells(nb)]
+        assert module.startswith("course_lib.checks."), (path.name, module)
+        assert cells == list(TABLE.get(module.removeprefix("course_lib.checks."), ())), (path.name, module, cells)
+
+
+def test_a_misspelt_exercise_names_the_known_ones() -> None:
+    with pytest.raises(KeyError, match=r"no exercise called 'stable_sofmax'; known exercises: .*stable_softmax"):
+        get_exercise("stable_sofmax")
+
+
+def test_exercise_grad_is_deprecated_and_no_exercise_sets_it() -> None:
+    """``Exercise.grad`` (run cases with autograd on) is used by no exercise: setting it warns, naming
+    ``differentiable``, the way gradients are judged."""
+    assert not [ex.name for ex in EXERCISES + _assignment_exercises() if ex.grad]
+    with pytest.warns(FutureWarning, match=r"Exercise\(grad=True\) is deprecated.*differentiable=True"):
+        old = Exercise(name="old_grad", notebook="x", points=1, reference=torch.relu, public_cases=[],
+                       hidden_cases=[], grad=True)
+    assert old.grad is True  # still honoured until it is removed

@@ -1,4 +1,4 @@
-"""course_lib.experiments: Table 3's variants, checkpoint averaging and the FLOP count of training."""
+"""course_lib.experiments.paper: Table 3's variants, checkpoint averaging and the FLOP count of training."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from course_lib.attention import MultiHeadAttention
-from course_lib.experiments import (
+from course_lib.experiments.paper import (
     P100_FLOPS,
     PAPER_TABLE3,
     PAPER_TRAINING,
@@ -19,8 +18,9 @@ from course_lib.experiments import (
     with_key_size,
     with_learned_positions,
 )
-from course_lib.positional import LearnedPositionalEmbedding
-from course_lib.transformer import Transformer
+from course_lib.models.attention import MultiHeadAttention
+from course_lib.models.positional import LearnedPositionalEmbedding
+from course_lib.models.transformer import Transformer
 
 
 def _small(**kwargs) -> Transformer:

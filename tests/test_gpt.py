@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.corpus import (
+from course_lib.data.python_docs import (
     ByteBPE,
     TextCorpus,
     encode_documents,
@@ -27,7 +27,7 @@ from course_lib.corpus import (
     sequential_windows,
     split_documents,
 )
-from course_lib.generation import (
+from course_lib.generation.sampling import (
     KVCache,
     cached_attention_step,
     forward_with_cache,
@@ -36,10 +36,10 @@ from course_lib.generation import (
     top_k_filter,
     top_p_filter,
 )
-from course_lib.gpt import GPT
-from course_lib.lm import evaluate_perplexity, lm_loss, train_lm
-from course_lib.masking import causal_mask
-from course_lib.ngram import KneserNeyLM
+from course_lib.models.gpt import GPT
+from course_lib.models.masking import causal_mask
+from course_lib.models.ngram import KneserNeyLM
+from course_lib.training.language_model import evaluate_perplexity, lm_loss, train_lm
 
 VOCAB, D_MODEL, HEADS, LAYERS, D_FF, MAX_LEN = 37, 16, 4, 3, 40, 48
 

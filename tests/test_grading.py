@@ -14,8 +14,12 @@ import csv
 import io
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -26,7 +30,6 @@ import pytest
 from conftest import NOTEBOOKS, ROOT
 from nbtools import load
 
-from course_lib.basics import stable_softmax
 from course_lib.exercises import get_exercise
 from course_lib.exercises.feedback import run_check
 from course_lib.exercises.notebooks import exercise_cells, solve
@@ -38,6 +41,7 @@ from course_lib.grading.report import csv_safe, escape_markdown
 from course_lib.grading.results import UntrustedData, load_arrays, parse_header
 from course_lib.grading.runner import STANDARD_IMPORTS, GradeConfig, grade_submission, read_submission
 from course_lib.grading.sandbox import SandboxUnavailable, probe
+from course_lib.models.softmax import stable_softmax
 
 NB00 = ROOT / "notebooks" / "00_welcome.ipynb"
 FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
@@ -145,10 +149,10 @@ def test_policy_refuses_hostile_constructs(name: str) -> None:
 
 
 REFERENCE_CALLS = [
-    "from course_lib.basics import stable_softmax as ref\n" + HDR + "    return ref(x, dim)\n",
+    "from course_lib.models.softmax import stable_softmax as ref\n" + HDR + "    return ref(x, dim)\n",
     "from course_lib import stable_softmax as s\n" + HDR + "    return s(x, dim)\n",
-    "import course_lib.basics\n" + HDR + "    return course_lib.basics.stable_softmax(x, dim)\n",
-    "from course_lib import basics\n" + HDR + "    return basics.stable_softmax(x, dim)\n",
+    "import course_lib.models.softmax\n" + HDR + "    return course_lib.models.softmax.stable_softmax(x, dim)\n",
+    "from course_lib.models import softmax\n" + HDR + "    return softmax.stable_softmax(x, dim)\n",
 ]
 
 
@@ -159,7 +163,8 @@ def test_policy_refuses_calling_the_reference(source: str) -> None:
 
 
 def test_policy_sees_a_reference_bound_by_the_setup_and_a_subclass_of_a_reference_class() -> None:
-    namespace = setup_namespace(STANDARD_IMPORTS + ["from course_lib.basics import stable_softmax as softmax_ref"])
+    namespace = setup_namespace(STANDARD_IMPORTS
+                                + ["from course_lib.models.softmax import stable_softmax as softmax_ref"])
     got = check_source(HDR + "    return softmax_ref(x, dim)\n", stable_softmax, namespace)
     assert got and got[0].kind == "reference"
     sys.path.insert(0, str(FX.parent))
@@ -344,7 +349,8 @@ NB00_ATTACKS: dict[str, tuple[str, str, str]] = {
     "blank_later_cells": ("get_ipython().input_transformers_cleanup.append(lambda lines: [])\n" + HDR +
                           "    return x\n", "forbidden", "get_ipython"),
     "read_files": (HDR + "    secret = open('/etc/hostname').read()\n    return x\n", "forbidden", "opens files"),
-    "calls_the_reference": ("from course_lib.basics import stable_softmax as ref\n" + HDR + "    return ref(x, dim)\n",
+    "calls_the_reference": ("from course_lib.models.softmax import stable_softmax as ref\n" + HDR
+                            + "    return ref(x, dim)\n",
                             "forbidden", "reference"),
 }
 
@@ -583,17 +589,72 @@ def _expected(path: Path) -> set[str]:
     return set(first.removeprefix("# expect: ").split(","))
 
 
-def _sandbox_processes() -> list[str]:
-    """Command lines of processes still running the sandbox's runner or an attack's shell."""
+def _descendants(pid: int) -> set[int]:
+    """The processes started by ``pid``, their children and so on (read from /proc: each process's parent)."""
+    parents = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if proc.name.isdigit():  # the command name may hold spaces and ')': the fields after the last ')' are fixed
+            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _sandbox_processes(folder: Path) -> list[str]:
+    """Command lines of the sandbox processes this test started that still run: this process's descendants, and
+    any process whose command line names this test's folder or a grader scratch folder named after this process
+    (a process that left the tree still names them). Another grading run on the machine is none of these."""
+    own = _descendants(os.getpid())
+    scratch = re.compile(rf"course-grade-[a-z]+-{os.getpid()}-")
     found = []
     for proc in Path("/proc").iterdir():
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if "sandbox_main.py" in cmd or "echo hacked" in cmd or "bwrap --unshare-all" in cmd:
+        if not ("sandbox_main.py" in cmd or "echo hacked" in cmd or "bwrap --unshare-all" in cmd):
+            continue
+        if (proc.name.isdigit() and int(proc.name) in own) or str(folder) in cmd or scratch.search(cmd):
             found.append(cmd[:200])
     return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists() or shutil.which("setsid") is None,
+                    reason="reads /proc and starts a detached shell with setsid (Linux)")
+def test_the_process_scan_sees_its_own_processes_only(tmp_path: Path) -> None:
+    """A process this test starts is seen (as a descendant, or by the folder it names); one started elsewhere,
+    here by a detached shell whose command line names another folder, is not."""
+    mine = subprocess.Popen(["sh", "-c", f"sleep 30; echo hacked > {tmp_path}/x"])
+    other = tmp_path.parent / "not-this-test"
+    stranger = subprocess.Popen(["setsid", "sh", "-c", f"sleep 30; echo hacked > {other}/x"],
+                                start_new_session=True)
+    try:
+        time.sleep(0.3)
+        seen = _sandbox_processes(tmp_path)
+        assert any(str(tmp_path) in cmd for cmd in seen), seen
+        assert not any(str(other) in cmd for cmd in seen), seen
+    finally:
+        for proc in (mine, stranger):
+            proc.kill()
+            proc.wait()
+        for proc in Path("/proc").iterdir():  # the detached shell left this test's tree: found by its folder
+            try:
+                if str(other).encode() in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+
+def _moved_files(folder: Path) -> list[Path]:
+    """Files an attack renamed (``*.moved``) in this test's folder or in this process's scratch folders."""
+    scratch = Path(tempfile.gettempdir()).glob(f"course-grade-*-{os.getpid()}-*")
+    return [p for root in (folder, *scratch) for p in root.rglob("*.moved")]
 
 
 @pytest.fixture(scope="module")
@@ -615,7 +676,7 @@ def attacked(tmp_path_factory) -> dict:
     reports = grade_many(paths, GradeConfig(**{**CONFIG, "cell_timeout": 15.0}, policy=False), out, jobs=2,
                          quiet=True)
     elapsed = time.monotonic() - started
-    processes = _sandbox_processes()
+    processes = _sandbox_processes(folder)
     csv_before = (out / "grades.csv").read_bytes()
     time.sleep(4)  # a detached process would act now
     return {"reports": {p.stem.removeprefix("00_welcome_"): r for p, r in zip(paths, reports, strict=True)},
@@ -640,12 +701,12 @@ def test_attacks_change_no_other_grade_leave_no_process_and_no_file(attacked) ->
     assert honest and all(r.total == r.max_total == 1 for r in honest.values()), {
         k: r.exercises[0].message for k, r in honest.items()}
     assert attacked["processes"] == [], attacked["processes"]
-    assert _sandbox_processes() == []
+    assert _sandbox_processes(attacked["folder"]) == []
     assert attacked["csv_after"] == attacked["csv_before"] and b"hacked" not in attacked["csv_after"]
     assert b"hacked" not in (attacked["out"] / "summary.csv").read_bytes()
     assert not list(attacked["folder"].glob("canary*")), list(attacked["folder"].glob("canary*"))
     assert (ROOT / "README.md").is_file()
-    assert not list(Path("/tmp").glob("*.ipynb.moved")) and not list(attacked["folder"].glob("*.moved"))
+    assert not _moved_files(attacked["folder"])
     rows = list(csv.DictReader((attacked["out"] / "grades.csv").open(encoding="utf-8")))
     assert len(rows) == len(attacked["reports"])
 
@@ -822,18 +883,19 @@ def test_without_a_sandbox_every_report_says_so(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", [True, False], ids=["policy", "runtime-only"])
 def test_a_reference_reached_through_a_course_model_or_module_earns_nothing(tmp_path: Path, policy: bool) -> None:
-    """Notebook 11: BERT builds its head from the withheld ClassificationHead, and course_lib.pretraining imports
-    the withheld mlm_loss and mask_tokens. Taking them from there gets the sandbox's stand-ins (which forward to
-    the learner's own, here itself), never the reference; the static policy refuses the lookups first."""
+    """Notebook 11: BERT builds its head from the withheld ClassificationHead, and
+    course_lib.training.pretraining imports the withheld mlm_loss and mask_tokens. Taking them from there gets the
+    sandbox's stand-ins (which forward to the learner's own, here itself), never the reference; the static policy
+    refuses the lookups first."""
     nb = load(ROOT / "notebooks" / "11_bert.ipynb")
     order = [ex for _, _, ex in exercise_cells(nb)]
     attacks = {
-        "classification_head": "from course_lib.bert import BERT\n"
+        "classification_head": "from course_lib.models.bert import BERT\n"
                                "ClassificationHead = type(BERT(10, d_model=8, num_heads=2, num_layers=1, max_len=4,"
                                " num_classes=2).head)\n",
-        "mlm_loss": "from course_lib import pretraining\n"
+        "mlm_loss": "from course_lib.training import pretraining\n"
                     "def mlm_loss(logits, labels):\n    return pretraining.mlm_loss(logits, labels)\n",
-        "mask_tokens": "from course_lib.pretraining import mlm_batches\n"
+        "mask_tokens": "from course_lib.training.pretraining import mlm_batches\n"
                        "def mask_tokens(tokens, mask_id, vocab_size, special_ids, generator=None):\n"
                        "    return mlm_batches.__globals__['mask_tokens'](tokens, mask_id, vocab_size, special_ids)\n",
     }

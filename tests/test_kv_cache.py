@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from course_lib.kv_cache import KVCache
+from course_lib.models.kv_cache import KVCache
 
 
 def test_update_appends_and_returns_everything_stored():

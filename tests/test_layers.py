@@ -1,4 +1,4 @@
-"""course_lib.layers against PyTorch's own modules (weights copied, dropout off) and against the paper.
+"""course_lib.models.layers against PyTorch's own modules (weights copied, dropout off) and against the paper.
 
 References we did not write: nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder,
 nn.TransformerDecoder, nn.Conv1d (the feed-forward block as two 1x1 convolutions).
@@ -13,8 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.attention import MultiHeadAttention
-from course_lib.layers import (
+from course_lib.models.attention import MultiHeadAttention
+from course_lib.models.layers import (
     Decoder,
     DecoderLayer,
     Encoder,
@@ -22,7 +22,7 @@ from course_lib.layers import (
     FeedForward,
     copy_attention_from_torch,
 )
-from course_lib.masking import causal_mask, decoder_mask, padding_mask
+from course_lib.models.masking import causal_mask, decoder_mask, padding_mask
 
 D_MODEL, HEADS, D_FF = 16, 4, 40
 ATOL = 1e-5
@@ -339,14 +339,14 @@ def test_mean_pool_ignores_padding() -> None:
     lengths = torch.tensor([6, 3, 1])
     mask = torch.arange(6)[None, :] < lengths[:, None]
     expected = torch.stack([x[b, : int(n)].mean(0) for b, n in enumerate(lengths)])
-    from course_lib.layers import mean_pool
+    from course_lib.models.layers import mean_pool
     torch.testing.assert_close(mean_pool(x, mask), expected)
     # changing padded positions changes nothing
     torch.testing.assert_close(mean_pool(x.masked_fill(~mask[..., None], 1e4), mask), expected)
 
 
 def test_mean_pool_rejects_bad_masks() -> None:
-    from course_lib.layers import mean_pool
+    from course_lib.models.layers import mean_pool
     x = torch.randn(2, 3, 4)
     with pytest.raises(ValueError, match=r"\(batch, seq\) = \(2, 3\)"):
         mean_pool(x, torch.ones(2, 1, 1, 3, dtype=torch.bool))
@@ -396,4 +396,4 @@ def test_one_place_in_course_lib_reads_pytorchs_stacked_projection() -> None:
     package = Path(__file__).resolve().parents[1] / "course_lib"
     readers = [str(p.relative_to(package)) for p in package.rglob("*.py")
                for _ in re.finditer(r"\.in_proj_weight\.chunk\(", p.read_text())]
-    assert readers == ["attention.py"], readers
+    assert readers == ["models/attention.py"], readers

@@ -1,4 +1,4 @@
-"""course_lib.masking: the masks, the conversions between conventions, causality on the course's attention."""
+"""course_lib.models.masking: the masks, the conversions between conventions, causality on the course's attention."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.attention import MultiHeadAttention, scaled_dot_product_attention
-from course_lib.masking import (
+from course_lib.models.attention import MultiHeadAttention, scaled_dot_product_attention
+from course_lib.models.masking import (
     causal_mask,
     decoder_mask,
     from_additive_mask,

@@ -1,4 +1,4 @@
-"""course_lib.metrics: chrF and BLEU agree with sacrebleu's functional API; exact match; token accuracy."""
+"""course_lib.evaluation.metrics: chrF and BLEU agree with sacrebleu's functional API; exact match; token accuracy."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import sacrebleu
 import torch
 
-from course_lib.metrics import bleu, chrf, exact_match, token_accuracy, translation_scores
+from course_lib.evaluation.metrics import bleu, chrf, exact_match, token_accuracy, translation_scores
 
 HYP = ["vierundsechzig", "dreihundertelf", "neunzehntausend", "zwölf"]
 REF = ["vierundsechzig", "dreihundertzwölf", "neunzehntausendeins", "zwölf"]

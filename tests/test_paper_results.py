@@ -1,9 +1,9 @@
-"""The paper's Table 2 as the course states it (course_lib.experiments.PAPER_TABLE2): the claims of the paper's
+"""The paper's Table 2 as the course states it (course_lib.experiments.paper.PAPER_TABLE2): the claims of the paper's
 section 6.1 hold in the figures the course copied, so a typo in one of them fails here."""
 
 from __future__ import annotations
 
-from course_lib.experiments import PAPER_PARSING, PAPER_TABLE2, PAPER_TABLE4, PAPER_TRAINING
+from course_lib.experiments.paper import PAPER_PARSING, PAPER_TABLE2, PAPER_TABLE4, PAPER_TRAINING
 
 
 def _row(model: str):

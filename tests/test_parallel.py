@@ -1,4 +1,5 @@
-"""course_lib.parallel and course_lib.ablation: runs in other processes give the numbers they give here.
+"""course_lib.training.parallel and course_lib.experiments.ablation: runs in other processes give the numbers they
+give here.
 
 References: the same function called in this process, one run after another; PyTorch's own state_dict for
 the final model. The spawned processes import course_lib from this checkout, as a notebook's kernel does.
@@ -11,7 +12,8 @@ import operator
 import pytest
 import torch
 
-from course_lib.ablation import (
+from course_lib.data.digits import digits_split, fit_classifier
+from course_lib.experiments.ablation import (
     NumberDataRecipe,
     RunSettings,
     build_variant,
@@ -19,9 +21,8 @@ from course_lib.ablation import (
     score_model,
     train_variant,
 )
-from course_lib.images import digits_split, fit_classifier
-from course_lib.parallel import default_workers, map_in_processes, progress_bar
-from course_lib.vit import VisionTransformer
+from course_lib.models.vit import VisionTransformer
+from course_lib.training.parallel import default_workers, map_in_processes, progress_bar
 
 TINY_BASE = dict(d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.1, smoothing=0.1, positions="sinusoidal")
 TINY = RunSettings(NumberDataRecipe(n_train=300, n_valid=20, seed=0, bpe_vocab_size=60), base=TINY_BASE,
@@ -156,7 +157,7 @@ def test_a_bar_in_a_worker_forwards_every_step_and_one_outside_is_tqdm(monkeypat
 
     import tqdm.auto
 
-    import course_lib.parallel as parallel
+    import course_lib.training.parallel as parallel
 
     monkeypatch.setattr(tqdm.auto, "tqdm", _RecordingBar)
     assert isinstance(progress_bar(4), _RecordingBar)  # outside a worker: the usual bar

@@ -1,4 +1,5 @@
-"""Notebook 12's parsing task: labelled-bracket scores (course_lib.metrics) and one parsing run (course_lib.ablation).
+"""Notebook 12's parsing task: labelled-bracket scores (course_lib.evaluation.metrics) and one parsing run
+(course_lib.experiments.ablation).
 
 The bracket counts are checked against the evalb program's own sample (Sekine and Collins's EVALB, sample/sample.gld,
 sample.tst and the per-sentence results it prints in sample.rsl), against hand-computed examples, and on the edge
@@ -12,10 +13,10 @@ import re
 import pytest
 import torch
 
-from course_lib.ablation import ParseSettings, TreebankRecipe, max_tree_tokens, parse_data, train_parser
-from course_lib.metrics import bracket_f1, labelled_brackets, parse_scores
-from course_lib.text import SpaceTokenizer
-from course_lib.treebank import make_treebank
+from course_lib.data.translation import SpaceTokenizer
+from course_lib.data.treebank import make_treebank
+from course_lib.evaluation.metrics import bracket_f1, labelled_brackets, parse_scores
+from course_lib.experiments.ablation import ParseSettings, TreebankRecipe, max_tree_tokens, parse_data, train_parser
 
 GOLD = "(S (NP DT NN ) (VP VBZ (NP DT NN ) ) )"   # the dog sees a cat
 

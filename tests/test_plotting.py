@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from course_lib.plotting import plot_attention  # noqa: E402
+from course_lib.figures.plotting import plot_attention  # noqa: E402
 
 
 def test_an_empty_matrix_is_a_sentence_not_a_warning() -> None:
@@ -55,7 +55,7 @@ def test_hangul_labels_draw_without_a_missing_glyph() -> None:
 
 def test_without_the_font_hangul_is_missing_and_a_clear_message_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """The control: Matplotlib's default font alone has no Hangul, and use_korean_font says so in one line."""
-    import course_lib.plotting as plotting
+    import course_lib.figures.plotting as plotting
 
     monkeypatch.setattr(plotting, "KOREAN_FONT_PACKAGE", "no_such_font_package")
     monkeypatch.setattr(plotting, "SYSTEM_KOREAN_FONTS", ())
@@ -71,7 +71,7 @@ def test_without_the_font_hangul_is_missing_and_a_clear_message_says_so(monkeypa
 
 
 def test_a_system_font_is_found_by_name_when_the_package_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    import course_lib.plotting as plotting
+    import course_lib.figures.plotting as plotting
 
     monkeypatch.setattr(plotting, "KOREAN_FONT_PACKAGE", "no_such_font_package")
     monkeypatch.setattr(plotting, "SYSTEM_KOREAN_FONTS", ("No Such Font", "NanumGothic"))  # registered at import

@@ -1,4 +1,4 @@
-"""course_lib.positional: the sinusoidal table against the paper's formula, the offset map, the modules."""
+"""course_lib.models.positional: the sinusoidal table against the paper's formula, the offset map, the modules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from course_lib.positional import (
+from course_lib.models.positional import (
     LearnedPositionalEmbedding,
     PositionalEncoding,
     offset_matrix,

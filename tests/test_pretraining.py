@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.bert import BERT, IGNORE_INDEX, mask_tokens
 from course_lib.checks.nb11_bert import MASK_TOKENS, masking_problems
-from course_lib.corpus import ByteBPE, is_validation_document
-from course_lib.docstrings import docstring_task, stdlib_docstrings
+from course_lib.data.python_docs import ByteBPE, is_validation_document
+from course_lib.data.stdlib_docstrings import docstring_task, stdlib_docstrings
 from course_lib.exercises import Case, output_problems, run_case, run_check, to_plain
-from course_lib.pretraining import (
+from course_lib.models.bert import BERT, IGNORE_INDEX, mask_tokens
+from course_lib.training.pretraining import (
     SPECIAL_TOKENS,
     accuracy,
     classification_inputs,
@@ -70,7 +70,7 @@ def test_the_task_never_pretrains_on_a_validation_docstring() -> None:
 
 
 def test_a_held_out_docstring_copied_from_elsewhere_is_not_scored() -> None:
-    from course_lib.docstrings import Docstring
+    from course_lib.data.stdlib_docstrings import Docstring
 
     keys = [f"{pkg}/m.py:f{i}" for pkg in ("alpha", "beta") for i in range(40)]
     docs = [Docstring(k.split("/")[0], k, f"Own text of {k}.") for k in keys]

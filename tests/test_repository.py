@@ -1,9 +1,10 @@
 """Repository rules that keep the course teachable: the package's layering and the notebooks' hygiene.
 
-- Models (attention, masking, positional, layers, transformer, vit) import nothing from training, checks,
-  exercises or grading; nothing imports a notebook; course_lib has no import cycles (imports inside
-  functions count); no private name (``_x``) of a course_lib module is used by another module, a test of
-  another module, a notebook or a script.
+- Models (every module under ``course_lib/models/`` and ``course_lib/generation/``, found by walking the
+  folders, so a new file is guarded without a change here) import nothing from data, training, evaluation,
+  experiments, figures, checks, exercises, grading or the edition; nothing imports a notebook; course_lib has
+  no import cycles (imports inside functions count); no private name (``_x``) of a course_lib module is used
+  by another module, a test of another module, a notebook or a script.
 - Notebooks: no device hard-coded (`.cuda()`), nothing downloaded at run time, no second copy of a
   reference solution, an opening that says what the learner will be able to do, a recap and questions.
 """
@@ -12,19 +13,26 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import NOTEBOOKS, ROOT
 
+import course_lib
 from course_lib.exercises import registered_exercises
 
 PACKAGE = ROOT / "course_lib"
-MODEL_MODULES = {"attention", "masking", "positional", "layers", "transformer", "vit", "basics", "runtime"}
-NOT_FOR_MODELS = ("course_lib.training", "course_lib.checks", "course_lib.exercises", "course_lib.grading",
-                  "course_lib.decoding", "course_lib.metrics", "course_lib.text", "course_lib.images")
+#: Packages whose every module is a model or works on models only (decoding and sampling call a model's forward).
+MODEL_PACKAGES = ("course_lib.models", "course_lib.generation")
+#: Infrastructure the models may use, guarded like them.
+MODEL_INFRASTRUCTURE = ("course_lib.runtime", "course_lib.validation")
+NOT_FOR_MODELS = ("course_lib.data", "course_lib.training", "course_lib.evaluation", "course_lib.experiments",
+                  "course_lib.figures", "course_lib.checks", "course_lib.exercises", "course_lib.grading",
+                  "course_lib.edition")
 
 
 # Import edges allowed to make a cycle (none: a new entry needs a very good reason).
@@ -36,7 +44,8 @@ KNOWN_PRIVATE_USES = {
     ("course_lib/grading/sandbox_main.py", "course_lib._submitted"),
 }
 # Tests whose file name does not say which module they test (tests/test_<name>.py tests course_lib.<name>).
-TESTS_OF = {"tests/test_api.py": ("course_lib._deprecation",)}
+TESTS_OF = {"tests/test_api.py": ("course_lib._deprecation",),
+            "tests/test_moved_modules.py": ("course_lib._deprecation",)}
 
 
 def _module_name(path: Path) -> str:
@@ -48,6 +57,9 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+MODEL_MODULES = sorted(name for name in MODULES
+                       if name.startswith(tuple(f"{p}." for p in MODEL_PACKAGES)) or name in MODEL_PACKAGES
+                       or name in MODEL_INFRASTRUCTURE)
 
 
 def _is_private(name: str) -> bool:
@@ -126,12 +138,18 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_models_do_not_import_training_checks_or_grading() -> None:
     graph = _graph()
-    for module in MODEL_MODULES:
-        name = f"course_lib.{module}"
-        if name not in graph:
-            continue
-        bad = {m for m in graph[name] if m.startswith(NOT_FOR_MODELS)}
-        assert not bad, f"{name} imports {sorted(bad)}: models must stay independent of training and grading"
+    bad = {name: sorted(m for m in graph[name] if m.startswith(NOT_FOR_MODELS)) for name in MODEL_MODULES}
+    bad = {name: used for name, used in bad.items() if used}
+    assert not bad, f"model modules that import {bad}: models must stay independent of data, training and grading"
+
+
+def test_the_layering_guard_covers_every_model_module() -> None:
+    """Every file of the model packages is guarded, found by walking the folders (a new file needs no edit here)."""
+    for package in MODEL_PACKAGES:
+        files = {_module_name(p) for p in (ROOT / package.replace(".", "/")).rglob("*.py")}
+        assert files and files <= set(MODEL_MODULES), sorted(files - set(MODEL_MODULES))
+    assert {"course_lib.models.gpt", "course_lib.models.bert", "course_lib.models.seq2seq",
+            "course_lib.generation.sampling", "course_lib.generation.decoding"} <= set(MODEL_MODULES)
 
 
 def test_no_import_cycles() -> None:
@@ -149,8 +167,8 @@ def test_known_cycle_edges_are_still_there() -> None:
 
 def test_the_cycle_finder_sees_imports_inside_functions(tmp_path: Path) -> None:
     module = tmp_path / "lazy.py"
-    module.write_text("def f():\n    from course_lib.layers import Encoder\n    import course_lib.vit\n")
-    assert {"course_lib.layers", "course_lib.vit"} <= _imports(module)
+    module.write_text("def f():\n    from course_lib.models.layers import Encoder\n    import course_lib.models.vit\n")
+    assert {"course_lib.models.layers", "course_lib.models.vit"} <= _imports(module)
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b"}, "b": set()}) is None
 
@@ -182,7 +200,9 @@ def _own_modules(where: str, path: Path | None) -> tuple[str, ...]:
     if where in TESTS_OF:
         return TESTS_OF[where]
     if where.startswith("tests/test_") and where.endswith(".py"):
-        return (f"course_lib.{where[len('tests/test_'):-3]}",)
+        name = where[len("tests/test_"):-3]
+        moved = course_lib.MOVED_MODULES.get(name)  # tests/test_text.py tests course_lib.data.translation
+        return (f"course_lib.{name}",) + ((f"course_lib.{moved}",) if moved else ())
     return ()
 
 
@@ -256,19 +276,19 @@ def test_no_private_name_is_used_outside_its_module() -> None:
 
 
 def test_private_use_detection(tmp_path: Path) -> None:
-    source = ("from course_lib.attention import _check_mask, MultiHeadAttention\n"
-              "import course_lib.layers as L\n"
-              "from course_lib import masking\n"
+    source = ("from course_lib.models.attention import _check_mask, MultiHeadAttention\n"
+              "import course_lib.models.layers as L\n"
+              "from course_lib.models import masking\n"
               "import course_lib._deprecation\n"
               "L._check_sizes('x', 1, 1, 1, 0.0)\n"
               "masking._anything\n"
               "L.__name__\n")
     uses = {used for used, _ in _private_uses(source, None)}
-    assert uses == {"course_lib.attention._check_mask", "course_lib.layers._check_sizes",
-                    "course_lib.masking._anything", "course_lib._deprecation"}
-    assert not _foreign("course_lib.layers._check_sizes", ("course_lib.layers",), False)
-    assert _foreign("course_lib.layers._check_sizes", ("course_lib.attention",), True)
-    assert not _foreign("course_lib._deprecation", ("course_lib.vit",), True)  # package plumbing
+    assert uses == {"course_lib.models.attention._check_mask", "course_lib.models.layers._check_sizes",
+                    "course_lib.models.masking._anything", "course_lib._deprecation"}
+    assert not _foreign("course_lib.models.layers._check_sizes", ("course_lib.models.layers",), False)
+    assert _foreign("course_lib.models.layers._check_sizes", ("course_lib.models.attention",), True)
+    assert not _foreign("course_lib._deprecation", ("course_lib.models.vit",), True)  # package plumbing
     assert _foreign("course_lib._deprecation", (), False)
 
 
@@ -277,6 +297,77 @@ def test_no_code_imports_a_notebook() -> None:
         if path.resolve() == Path(__file__).resolve():
             continue
         assert "import_notebook" not in path.read_text() and "from notebooks" not in path.read_text(), path
+
+
+# --- old module paths --------------------------------------------------------------------------------
+
+#: Files that name old module paths on purpose: the table of moved modules and the packages that serve old names,
+#: the deprecation machinery's examples, the tests of both, and the map's old -> new table.
+OLD_PATHS_ALLOWED = {"course_lib/__init__.py", "course_lib/_deprecation.py", "course_lib/training/__init__.py",
+                     "course_lib/generation/__init__.py", "course_lib/experiments/__init__.py",
+                     "tests/test_moved_modules.py", "tests/old_import_paths.json", "tests/test_repository.py",
+                     "docs/architecture.md"}
+_TEXT_FILES = (".py", ".ipynb", ".md", ".toml", ".yml", ".yaml", ".json", ".cfg", ".txt", ".html", "Makefile", "run")
+_NOT_OURS = {"build", "solutions", "release", "node_modules", "__pycache__"}
+#: Packages that took an old module's name: ``course_lib.training.X`` is old unless X is one of their modules.
+_PACKAGES_WITH_OLD_NAMES = ("training", "generation", "experiments")
+
+
+def _repository_text_files() -> list[Path]:
+    """The repository's own text files: what git tracks or would track (generated and ignored files, such as
+    ``*.egg-info``, are not the repository's), or every file but build folders where git is missing."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
+                                capture_output=True, check=True).stdout.decode("utf-8").split("\0")
+    except (OSError, subprocess.CalledProcessError):
+        listed = None
+    if listed is not None:
+        return sorted(ROOT / name for name in listed if name.endswith(_TEXT_FILES) and (ROOT / name).is_file())
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith(".") or d == ".ci"]
+        dirs[:] = [d for d in dirs if d not in _NOT_OURS]
+        found += [Path(folder) / f for f in files if f.endswith(_TEXT_FILES)]
+    return sorted(found)
+
+
+def _old_module_paths(text: str) -> list[str]:
+    """The old module paths ``text`` uses (``course_lib.text``, ``course_lib/text.py``, ``from course_lib import
+    text``, ``course_lib.training.train``)."""
+    old = "|".join(sorted(course_lib.MOVED_MODULES, key=len, reverse=True))
+    found = [m[0] for m in re.finditer(rf"\bcourse_lib[./](?:{old})\b", text)]
+    found += [m[0] for m in re.finditer(rf"\bfrom course_lib import [^\n]*?\b(?:{old})\b", text)]
+    packages = "|".join(_PACKAGES_WITH_OLD_NAMES)
+    for m in re.finditer(rf"\bcourse_lib\.({packages})(?:\.(\w+)| import \(([^)]*)\)| import ([\w ,]+))", text):
+        names = [m[2]] if m[2] else [n.split("#")[0].strip() for n in (m[3] or m[4]).split(",")]
+        found += [f"course_lib.{m[1]}.{n}" for n in names
+                  if n and n != "import" and f"course_lib.{m[1]}.{n}" not in MODULES]
+    return found
+
+
+def test_nothing_in_the_repository_uses_an_old_module_path() -> None:
+    """Notebooks, docs, tests, scripts and the package itself use the new paths: only the alias table and its
+    tests name the old ones (a user's old code still runs, with a warning)."""
+    problems = []
+    for path in _repository_text_files():
+        where = path.relative_to(ROOT).as_posix()
+        if where in OLD_PATHS_ALLOWED:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        problems += [f"{where}: {used}" for used in sorted(set(_old_module_paths(text)))]
+    assert not problems, "old module paths (see docs/architecture.md, 'Old module names'):\n" + "\n".join(
+        f"  {p}" for p in problems)
+
+
+def test_old_path_detection() -> None:
+    text = ("import course_lib.text\nfrom course_lib import runtime, plotting\nsee course_lib/lm.py\n"
+            "from course_lib.training import train, cli\ncourse_lib.training.engine.train\n"
+            "from course_lib.data.translation import Vocab\nfrom course_lib.generation.sampling import generate\n")
+    assert _old_module_paths(text) == ["course_lib.text", "course_lib/lm", "from course_lib import runtime, plotting",
+                                       "course_lib.training.train"]
 
 
 # --- notebooks -----------------------------------------------------------------------------------------

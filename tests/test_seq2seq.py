@@ -1,4 +1,4 @@
-"""course_lib.seq2seq: additive attention (weights, masks, shapes, gradients) and the GRU encoder-decoder."""
+"""course_lib.models.seq2seq: additive attention (weights, masks, shapes, gradients) and the GRU encoder-decoder."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.decoding import greedy_decode
-from course_lib.masking import padding_mask
-from course_lib.seq2seq import AdditiveAttention, RNNEncoderDecoder, additive_attention
-from course_lib.text import collate
-from course_lib.training import train
+from course_lib.data.translation import collate
+from course_lib.generation.decoding import greedy_decode
+from course_lib.models.masking import padding_mask
+from course_lib.models.seq2seq import AdditiveAttention, RNNEncoderDecoder, additive_attention
+from course_lib.training.engine import train
 
 
 def _inputs(batch=2, seq_q=3, seq_k=5, d_q=4, d_k=6, d_v=7, d_att=8, dtype=torch.float32, seed=0):

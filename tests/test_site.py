@@ -197,7 +197,7 @@ def test_the_guides_benchmarks_and_api_reference_have_pages(crawled: tuple[str, 
     expected = [f"docs/{p.stem}.html" for p in (ROOT / "docs").glob("*.md")]
     expected += [f"benchmarks/results/{p.stem}.html" for p in (ROOT / "benchmarks" / "results").glob("*.md")
                  if p.name != "README.md"]
-    expected += ["api/course_lib.html", "api/course_lib/attention.html"]
+    expected += ["api/course_lib.html", "api/course_lib/models/attention.html"]
     missing = [e for e in expected if pages.get(urljoin(base, e), {}).get("status") != 200]
     assert not missing, f"pages not reached from the home page: {missing}"
 

@@ -1,4 +1,4 @@
-"""course_lib.text: the number corpus, tokenisers, Vocab and padded batches with shifted targets."""
+"""course_lib.data.translation: the number corpus, tokenisers, Vocab and padded batches with shifted targets."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from num2words import num2words
 
-from course_lib.text import (
+from course_lib.data.translation import (
     BPETokenizer,
     CharTokenizer,
     LengthBucketSampler,

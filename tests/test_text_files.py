@@ -1,4 +1,4 @@
-"""Real sentences from files (course_lib.text): the Tatoeba tab-separated format and the Multi30k two-file
+"""Real sentences from files (course_lib.data.translation): the Tatoeba tab-separated format and the Multi30k two-file
 layout, read back exactly, fed through notebook 07's tokeniser, vocabulary and batching, and clear errors
 (file, line number, what was expected) on malformed input. The files are written by the tests."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.text import (
+from course_lib.data.translation import (
     CharTokenizer,
     Pair,
     TranslationDataset,

@@ -1,4 +1,4 @@
-"""course_lib.trainer and ``course-train``: atomic checkpoints with a checksum, a damaged newest checkpoint
+"""course_lib.training.cli and ``course-train``: atomic checkpoints with a checksum, a damaged newest checkpoint
 skipped for the previous one, the sharded resumable batch stream, exact resume after SIGKILL (on 1 and on 2
 processes), two processes (torchrun, DDP, gloo) equal to one process with the double batch, gradient
 accumulation (DDP's no_sync) equal to the larger batch, a run whose last step is a checkpoint step finishing
@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.trainer import (
+from course_lib.training.cli import (
     CorruptCheckpointError,
     ShardedBatches,
     latest_checkpoint,
@@ -31,8 +31,8 @@ from course_lib.trainer import (
     rng_state,
     save_checkpoint,
 )
-from course_lib.trainer.checkpoint import checkpoint_path, prune_checkpoints
-from course_lib.trainer.cli import load_config
+from course_lib.training.cli.checkpoint import checkpoint_path, prune_checkpoints
+from course_lib.training.cli.cli import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,7 +128,7 @@ def _env() -> dict:
 
 
 def _command(task: str, config: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "course_lib.trainer", task, "--config", str(config), "--out", str(out),
+    return [sys.executable, "-m", "course_lib.training.cli", task, "--config", str(config), "--out", str(out),
             "--no-progress", *extra]
 
 
@@ -182,8 +182,8 @@ def test_sigkill_and_resume_equals_an_uninterrupted_run(tmp_path) -> None:
 def test_two_processes_equal_one_process_with_the_double_batch(tmp_path) -> None:
     """torchrun, DDP, gloo: 2 processes with batch 8 each against 1 process with batch 16. The translation
     task has padding, so the two processes' token counts differ and the loss rescaling is exercised."""
-    from course_lib.text import Batch
-    from course_lib.transformer import Transformer
+    from course_lib.data.translation import Batch
+    from course_lib.models.transformer import Transformer
 
     base = dict(n_train=400, n_valid=0, n_test=40, max_number=9999, bpe_vocab_size=60, d_model=16, num_heads=2,
                 num_layers=1, d_ff=32, dropout=0.0, warmup=4, steps=12, checkpoint_every=100, eval_size=20)
@@ -236,7 +236,7 @@ def test_two_processes_equal_one_process_with_the_double_batch(tmp_path) -> None
 
 def test_checkpoint_steps_come_from_the_step_count_alone() -> None:
     """The defaults (800 / 100, 2 500 / 100) end on a checkpoint step: one save there, not two."""
-    from course_lib.trainer.cli import checkpoint_steps
+    from course_lib.training.cli.cli import checkpoint_steps
 
     assert checkpoint_steps(0, 800, 100) == set(range(100, 801, 100))
     assert checkpoint_steps(0, 12, 100) == {12}
@@ -245,7 +245,7 @@ def test_checkpoint_steps_come_from_the_step_count_alone() -> None:
 
 
 def _main(capsys, *argv: str) -> tuple[int, str, str]:
-    from course_lib.trainer.cli import main
+    from course_lib.training.cli.cli import main
 
     code = main(list(argv))
     captured = capsys.readouterr()
@@ -293,13 +293,13 @@ def test_data_and_value_errors_are_one_line_exit_2(tmp_path, capsys, monkeypatch
 
 
 def test_quick_configuration_from_the_flag_or_course_smoke(monkeypatch) -> None:
-    from course_lib.trainer.tasks import VIT_QUICK
+    from course_lib.training.cli.tasks import VIT_QUICK
 
     monkeypatch.delenv("COURSE_SMOKE", raising=False)
     assert load_config("vit")["steps"] == 2500
     assert load_config("vit", quick=True)["steps"] == VIT_QUICK["steps"] == 30
     assert load_config("vit", overrides={"steps": 7}, quick=True)["steps"] == 7  # the command line still wins
-    from course_lib.trainer.config import quick_requested
+    from course_lib.training.cli.config import quick_requested
 
     assert not quick_requested() and quick_requested(True)
     monkeypatch.setenv("COURSE_SMOKE", "1")
@@ -360,7 +360,7 @@ def test_a_diverging_run_stops_with_one_line_and_exit_1(tmp_path, capsys) -> Non
 
 def test_translate_may_resume_with_more_steps(tmp_path) -> None:
     """The paper's schedule does not depend on ``steps``: a longer resumed run is allowed (unlike the ViT's)."""
-    from course_lib.trainer.cli import ConfigError, check_resumable
+    from course_lib.training.cli.cli import ConfigError, check_resumable
 
     config = load_config("translate", quick=True)
     state = {"config": dict(config), "rng": [{}], "history": {"steps": 30}}
@@ -380,8 +380,8 @@ def test_translate_may_resume_with_more_steps(tmp_path) -> None:
 def _tiny_translation(accumulate: int, batch_size: int, steps: int, model_wrapper=None) -> dict:
     """Parameters after ``steps`` steps of the quick translation setup with ``accumulate`` batches a step."""
     from course_lib.runtime import set_seed
-    from course_lib.trainer.tasks import build_translate
-    from course_lib.training import train
+    from course_lib.training.cli.tasks import build_translate
+    from course_lib.training.engine import train
 
     config = load_config("translate", overrides=dict(d_model=16, d_ff=32, n_train=300), quick=True)
     set_seed(0)
@@ -412,7 +412,7 @@ def test_accumulation_skips_the_gradient_all_reduce_on_all_but_the_last_batch(tm
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from course_lib.training import classification_step, train
+    from course_lib.training.engine import classification_step, train
 
     seen: list[bool] = []
 
@@ -486,7 +486,7 @@ NAN_ON_ONE_PROCESS = """
 import datetime
 import torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from course_lib.training import classification_step, train
+from course_lib.training.engine import classification_step, train
 
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))  # a regression fails, never hangs
 rank = dist.get_rank()

@@ -1,4 +1,4 @@
-"""course_lib.training: the label-smoothed loss against PyTorch's, the warm-up schedule against the paper's
+"""course_lib.training.engine: the label-smoothed loss against PyTorch's, the warm-up schedule against the paper's
 formula, the optimizer, and the training loop on a tiny copy task."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.images import digits_loaders, digits_split, train_classifier
-from course_lib.training import (
+from course_lib.data.digits import digits_loaders, digits_split, train_classifier
+from course_lib.training.engine import (
     TrainHistory,
     fused_if_supported,
     label_smoothed_cross_entropy,
@@ -175,7 +175,7 @@ class _Copy(nn.Module):
 
 
 def _copy_batches(n: int):
-    from course_lib.text import Batch
+    from course_lib.data.translation import Batch
 
     gen = torch.Generator().manual_seed(0)
     for _ in range(n):
@@ -217,7 +217,7 @@ def test_train_empty_loader() -> None:
 # trainer onto it changes no number.
 
 def _padded_batches(n: int) -> list:
-    from course_lib.text import Batch
+    from course_lib.data.translation import Batch
 
     gen = torch.Generator().manual_seed(0)
     out = []
@@ -300,7 +300,7 @@ def _reference_classifier_loop(model, split, steps, batch_size, lr, weight_decay
 
 
 def test_train_classifier_equals_the_written_out_loop() -> None:
-    from course_lib.vit import VisionTransformer
+    from course_lib.models.vit import VisionTransformer
 
     split = digits_split()
     config = dict(batch_size=32, lr=3e-3, weight_decay=0.05, warmup=5, max_shift=1, label_smoothing=0.1, seed=0)

@@ -1,4 +1,4 @@
-"""course_lib.transformer: equal to nn.Transformer with copied weights, the paper's section 3.4 (tied
+"""course_lib.models.transformer: equal to nn.Transformer with copied weights, the paper's section 3.4 (tied
 embeddings, sqrt(d_model) scale), Table 3's parameter counts, masks, and clear errors on bad input."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.masking import causal_mask, padding_mask
-from course_lib.positional import sinusoidal_table
-from course_lib.transformer import (
+from course_lib.models.masking import causal_mask, padding_mask
+from course_lib.models.positional import sinusoidal_table
+from course_lib.models.transformer import (
     PAPER_BASE,
     PAPER_BIG,
     Transformer,
@@ -196,10 +196,10 @@ def test_bad_construction_gets_a_clear_error() -> None:
 # --- shift_right -------------------------------------------------------------------------------------------
 
 def test_shift_right_agrees_with_the_batches_of_course_lib_text() -> None:
-    """collate (course_lib.text, written independently) builds tgt_in from <bos> y <eos>; shift_right
+    """collate (course_lib.data.translation, written independently) builds tgt_in from <bos> y <eos>; shift_right
     builds it from tgt_out: the two must agree."""
-    from course_lib.text import collate
-    from course_lib.transformer import shift_right
+    from course_lib.data.translation import collate
+    from course_lib.models.transformer import shift_right
 
     examples = [(torch.tensor([7, 8]), torch.tensor([1, 5, 6, 9, 2])),
                 (torch.tensor([9]), torch.tensor([1, 5, 2])),
@@ -209,7 +209,7 @@ def test_shift_right_agrees_with_the_batches_of_course_lib_text() -> None:
 
 
 def test_shift_right_rejects_bad_input() -> None:
-    from course_lib.transformer import shift_right
+    from course_lib.models.transformer import shift_right
 
     with pytest.raises(ValueError, match="tgt_out"):
         shift_right(torch.tensor([1, 2, 3]))

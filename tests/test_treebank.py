@@ -1,4 +1,4 @@
-"""course_lib.treebank: the generated treebank of notebook 12's parsing task.
+"""course_lib.data.treebank: the generated treebank of notebook 12's parsing task.
 
 The trees are well-formed and cover their sentences, the draw is deterministic with its seed, no sentence is in two
 splits, and every sentence has exactly one parse under the grammar: a chart parser written here (not the
@@ -12,9 +12,18 @@ import random
 
 import pytest
 
-from course_lib.metrics import labelled_brackets
-from course_lib.text import SpaceTokenizer, WordTokenizer
-from course_lib.treebank import GRAMMAR, RECURSIVE, WORD_CLASSES, Tree, Word, generate_tree, linearise, make_treebank
+from course_lib.data.translation import SpaceTokenizer, WordTokenizer
+from course_lib.data.treebank import (
+    GRAMMAR,
+    RECURSIVE,
+    WORD_CLASSES,
+    Tree,
+    Word,
+    generate_tree,
+    linearise,
+    make_treebank,
+)
+from course_lib.evaluation.metrics import labelled_brackets
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +133,7 @@ def test_linearise_is_vinyals_format() -> None:
 
 def test_too_few_distinct_sentences_is_a_clear_error(monkeypatch) -> None:
     """A grammar that keeps drawing the same sentence stops with an error instead of drawing forever."""
-    import course_lib.treebank as treebank
+    import course_lib.data.treebank as treebank
 
     one = generate_tree(random.Random(0), 0)
     monkeypatch.setattr(treebank, "generate_tree", lambda rng, max_depth: one)

@@ -1,4 +1,4 @@
-"""The Vision Transformer (course_lib.vit) and its data (course_lib.images).
+"""The Vision Transformer (course_lib.models.vit) and its data (course_lib.data.digits).
 
 References we did not write: ``F.unfold`` and ``nn.Conv2d`` for patches, PyTorch's
 ``nn.TransformerEncoderLayer`` / ``nn.MultiheadAttention`` for the encoder and its attention weights, the
@@ -15,8 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.baselines import SmallCNN
-from course_lib.images import (
+from course_lib.data.digits import (
     accuracy,
     digits_loaders,
     digits_split,
@@ -24,8 +23,9 @@ from course_lib.images import (
     random_shift,
     train_classifier,
 )
-from course_lib.layers import EncoderLayer
-from course_lib.vit import (
+from course_lib.models.baselines import SmallCNN
+from course_lib.models.layers import EncoderLayer
+from course_lib.models.vit import (
     VIT_BASE_16,
     PatchEmbedding,
     VisionTransformer,
@@ -163,7 +163,7 @@ def test_mean_pool_reads_the_mean_of_patch_outputs() -> None:
 class OldLayoutViT(nn.Module):
     """The ViT as it was before its stack became an ``Encoder``: its own ModuleList and final LayerNorm.
 
-    Written out here (constructor order, initialisation and forward as in the old ``course_lib.vit``) so that
+    Written out here (constructor order, initialisation and forward as in the old ``course_lib.models.vit``) so that
     its state dict has the old key names, ``layers.N.*`` and ``norm.*``.
     """
 
@@ -221,10 +221,11 @@ def test_old_attribute_names_and_small_cnn_warn_and_still_work() -> None:
         assert model.layers is model.encoder.layers
     with pytest.warns(FutureWarning, match=r"use VisionTransformer.encoder.norm instead"):
         assert model.norm is model.encoder.norm
-    import course_lib.vit
+    import course_lib.models.vit
 
-    with pytest.warns(FutureWarning, match=r"course_lib.vit.SmallCNN .*use course_lib.baselines.SmallCNN"):
-        assert course_lib.vit.SmallCNN is SmallCNN
+    with pytest.warns(FutureWarning,
+                      match=r"course_lib.models.vit.SmallCNN .*use course_lib.models.baselines.SmallCNN"):
+        assert course_lib.models.vit.SmallCNN is SmallCNN
 
 
 def test_model_errors_name_the_dimension() -> None:

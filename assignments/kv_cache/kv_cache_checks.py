@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from kv_cache_reference import CachedSelfAttention, TinyDecoder, append_kv, uncached_generate
 from torch import nn
 
-from course_lib.attention import merge_heads, scaled_dot_product_attention, split_heads
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
+from course_lib.models.attention import merge_heads, scaled_dot_product_attention, split_heads
 
 NOTEBOOK = "kv_cache"
 

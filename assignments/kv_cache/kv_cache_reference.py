@@ -1,9 +1,9 @@
 """Reference implementations of the key/value-cache assignment (the instructor's copy).
 
-Built only from ``course_lib``'s public API: :class:`course_lib.attention.MultiHeadAttention`,
-:func:`~course_lib.attention.split_heads`, :func:`~course_lib.attention.merge_heads`,
-:func:`~course_lib.attention.scaled_dot_product_attention`, :func:`course_lib.masking.causal_mask`,
-:func:`course_lib.positional.sinusoidal_table` and :class:`~course_lib.positional.PositionalEncoding`.
+Built only from ``course_lib``'s public API: :class:`course_lib.models.attention.MultiHeadAttention`,
+:func:`~course_lib.models.attention.split_heads`, :func:`~course_lib.models.attention.merge_heads`,
+:func:`~course_lib.models.attention.scaled_dot_product_attention`, :func:`course_lib.models.masking.causal_mask`,
+:func:`course_lib.models.positional.sinusoidal_table` and :class:`~course_lib.models.positional.PositionalEncoding`.
 
 A decoder generates one token at a time, and at step ``t`` its self-attention needs the keys and values
 of every position ``0..t``. Those of positions ``0..t-1`` do not change from one step to the next (the mask
@@ -35,9 +35,9 @@ import math
 import torch
 from torch import nn
 
-from course_lib.attention import MultiHeadAttention
-from course_lib.masking import causal_mask
-from course_lib.positional import PositionalEncoding, sinusoidal_table
+from course_lib.models.attention import MultiHeadAttention
+from course_lib.models.masking import causal_mask
+from course_lib.models.positional import PositionalEncoding, sinusoidal_table
 
 __all__ = ["append_kv", "CachedSelfAttention", "TinyDecoder", "uncached_logits", "uncached_generate"]
 
@@ -79,7 +79,7 @@ def append_kv(past_k: torch.Tensor | None, past_v: torch.Tensor | None, k_new: t
 class CachedSelfAttention(MultiHeadAttention):
     """Causal multi-head self-attention that attends from new tokens to a key/value cache.
 
-    It has exactly :class:`~course_lib.attention.MultiHeadAttention`'s weights (``w_q``, ``w_k``, ``w_v``,
+    It has exactly :class:`~course_lib.models.attention.MultiHeadAttention`'s weights (``w_q``, ``w_k``, ``w_v``,
     ``w_o``; load one's ``state_dict`` into the other), but its ``forward`` takes only the new tokens and
     the cache: it projects the new tokens, appends their keys and values to the cache (as :func:`append_kv`
     does), and lets new query ``i`` (at absolute position ``past_len + i``) attend to every key
@@ -105,7 +105,7 @@ class CachedSelfAttention(MultiHeadAttention):
                 past_v: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Attend from the new tokens ``x`` to the cache and themselves; see the class docstring."""
         # The course's building blocks (notebook 02), imported here so that the solved notebook shows where from.
-        from course_lib.attention import merge_heads, scaled_dot_product_attention, split_heads
+        from course_lib.models.attention import merge_heads, scaled_dot_product_attention, split_heads
 
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"CachedSelfAttention: x must have shape (batch, new_len, d_model={self.d_model}), "
@@ -130,7 +130,7 @@ class TinyDecoder(nn.Module):
     """A one-layer, attention-only language model that generates greedily with a key/value cache.
 
     ``logits = out(h + attn(h))`` with ``h = tok(tokens) * sqrt(d_model) + PE[positions]``: token embeddings
-    scaled as in the paper, sinusoidal positions (:func:`course_lib.positional.sinusoidal_table`), one
+    scaled as in the paper, sinusoidal positions (:func:`course_lib.models.positional.sinusoidal_table`), one
     :class:`CachedSelfAttention` with a residual connection, and a projection to the vocabulary. Small, so
     that every step of the decoding loop can be checked against the uncached computation.
 
@@ -203,9 +203,9 @@ class TinyDecoder(nn.Module):
 def uncached_logits(model: TinyDecoder, tokens: torch.Tensor) -> torch.Tensor:
     """The logits of every position of ``tokens`` computed without any cache, from the course's modules.
 
-    A plain :class:`~course_lib.attention.MultiHeadAttention` gets ``model.attn``'s weights and a
-    :func:`~course_lib.masking.causal_mask`; positions come from
-    :class:`~course_lib.positional.PositionalEncoding`. This is the computation the cache must reproduce.
+    A plain :class:`~course_lib.models.attention.MultiHeadAttention` gets ``model.attn``'s weights and a
+    :func:`~course_lib.models.masking.causal_mask`; positions come from
+    :class:`~course_lib.models.positional.PositionalEncoding`. This is the computation the cache must reproduce.
 
     Shapes: ``tokens`` ``(batch, seq)`` -> logits ``(batch, seq, vocab_size)``.
 

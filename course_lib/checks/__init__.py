@@ -1,13 +1,36 @@
-"""The course's autograded checks: one module per notebook (``nb00_welcome``, ``nb01_attention``, ...).
+"""The course's autograded checks: one module per notebook, named after it (``nb00_welcome``, ``nb01_attention``, ...).
 
-Each module declares its exercises with :func:`course_lib.exercises.register`. Notebooks call::
+Each module declares its notebook's exercises with :func:`course_lib.exercises.register`; the notebook's
+metadata names that module (``"course": {"checks": "course_lib.checks.nb00_welcome"}``). Notebooks call::
 
     from course_lib.checks import check
     softmax_fn = check("stable_softmax")   # checks the function `stable_softmax` defined above
+
+:data:`EXERCISES` says which module declares which exercise: the exercise mechanism looks a name up there and
+imports that one module, so ``course_lib.exercises.run_check("stable_softmax", f)`` works without importing
+this package first. ``tests/test_exercises.py`` keeps the table equal to what the modules register and to the
+notebooks' exercise cells.
 """
 
-from course_lib.exercises import add_exercise_package, check, run_check
+from course_lib.exercises import check, run_check
 
-add_exercise_package(__name__)  # check("name") imports only the module here that declares "name"
+#: ``{checks module: the exercises it declares}``, in the order of the notebooks' exercise cells.
+EXERCISES: dict[str, tuple[str, ...]] = {
+    "nb00_welcome": ("stable_softmax",),
+    "nb01_attention": ("scaled_dot_product_attention",),
+    "nb02_multi_head_attention": ("split_heads", "merge_heads", "multi_head_attention"),
+    "nb03_positional_encoding": ("sinusoidal_table",),
+    "nb04_masking": ("padding_mask", "causal_mask"),
+    "nb05_encoder": ("feed_forward", "encoder_layer", "mean_pool"),
+    "nb06_decoder": ("decoder_layer", "shift_right"),
+    "nb07_training_and_decoding": ("label_smoothed_cross_entropy", "transformer_lr", "beam_search_step"),
+    "nb08_vision_transformer": ("patchify", "add_cls_and_positions"),
+    "nb09_why_self_attention": ("layer_flops", "max_path_length", "additive_attention"),
+    "nb10_language_model": ("lm_loss", "top_p_filter", "attend_with_cache"),
+    "nb11_bert": ("mask_tokens", "mlm_loss", "classification_head"),
+    "nb12_paper_experiments": ("average_weights",),
+}
 
-__all__ = ["check", "run_check"]
+
+
+__all__ = ["check", "run_check", "EXERCISES"]

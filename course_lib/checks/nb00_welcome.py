@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from course_lib.basics import stable_softmax
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
 from course_lib.exercises.feedback import FORBIDDEN_CALL_HINT
+from course_lib.models.softmax import stable_softmax
 
 NOTEBOOK = "00_welcome"
 SOFTMAX_FUNCTIONS = ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax")

@@ -1,7 +1,7 @@
 """Exercises of notebook 01 (attention): scaled dot-product attention with an optional boolean mask.
 
 The learner writes ``scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0)`` returning
-``(output, weights)``; the reference is :func:`course_lib.attention.scaled_dot_product_attention`. The public
+``(output, weights)``; the reference is :func:`course_lib.models.attention.scaled_dot_product_attention`. The public
 cases cover every mask shape a learner will pass in the later notebooks (``(seq_k,)``, ``(seq_q, seq_k)``,
 ``(batch, 1, 1, seq_k)``, ``(batch, heads, seq_q, seq_k)``), seq_q != seq_k, d_v != d_k, and a query whose
 keys are all masked (zero weights, zero output).
@@ -14,9 +14,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course_lib.attention import scaled_dot_product_attention
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import bool_mask, inverted, public_and_hidden, randn, with_inputs
+from course_lib.models.attention import scaled_dot_product_attention
 
 NOTEBOOK = "01_attention"
 

@@ -1,7 +1,7 @@
 """Exercises of notebook 02 (multi-head attention): split_heads, merge_heads, and MultiHeadAttention.forward.
 
-References: :func:`course_lib.attention.split_heads`, :func:`course_lib.attention.merge_heads` and
-:class:`course_lib.attention.MultiHeadAttention` (a class exercise: the notebook gives the constructor, the
+References: :func:`course_lib.models.attention.split_heads`, :func:`course_lib.models.attention.merge_heads` and
+:class:`course_lib.models.attention.MultiHeadAttention` (a class exercise: the notebook gives the constructor, the
 learner writes ``forward``; each case loads the same weights into the learner's module and the reference).
 """
 
@@ -13,9 +13,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from course_lib.attention import MultiHeadAttention, merge_heads, split_heads
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
+from course_lib.models.attention import MultiHeadAttention, merge_heads, split_heads
 
 NOTEBOOK = "02_multi_head_attention"
 

@@ -8,7 +8,7 @@ import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.positional import sinusoidal_table
+from course_lib.models.positional import sinusoidal_table
 
 NOTEBOOK = "03_positional_encoding"
 

@@ -11,7 +11,7 @@ import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import inverted, public_and_hidden, with_output
-from course_lib.masking import causal_mask, padding_mask
+from course_lib.models.masking import causal_mask, padding_mask
 
 NOTEBOOK = "04_masking"
 

@@ -1,11 +1,11 @@
 """Exercises of notebook 05 (the encoder): the feed-forward block, one encoder layer, masked mean pooling.
 
 - ``feed_forward``: the learner writes ``FeedForward.forward`` (the constructor is given, with the
-  reference's attribute names so that weights load); reference :class:`course_lib.layers.FeedForward`.
+  reference's attribute names so that weights load); reference :class:`course_lib.models.layers.FeedForward`.
 - ``encoder_layer``: the learner writes ``EncoderLayer.forward`` for both norm placements (post-LN, the
-  paper, and pre-LN); reference :class:`course_lib.layers.EncoderLayer`.
+  paper, and pre-LN); reference :class:`course_lib.models.layers.EncoderLayer`.
 - ``mean_pool``: average of a sequence's vectors over its real tokens; reference
-  :func:`course_lib.layers.mean_pool`.
+  :func:`course_lib.models.layers.mean_pool`.
 
 Weights are random everywhere (LayerNorm gains and biases included) and inputs have a non-zero mean and a
 large scale, so that a missing or misplaced LayerNorm, residual or mask changes the output. Dropout is
@@ -20,7 +20,7 @@ from torch import nn
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.layers import EncoderLayer, FeedForward, mean_pool
+from course_lib.models.layers import EncoderLayer, FeedForward, mean_pool
 
 #: PyTorch's own Transformer layers: an encoder or decoder layer exercise that runs them earns nothing.
 PYTORCH_LAYERS = ("torch.nn.TransformerEncoderLayer.forward", "torch.nn.TransformerDecoderLayer.forward",

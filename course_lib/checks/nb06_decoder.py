@@ -1,9 +1,9 @@
 """Exercises of notebook 06 (the decoder and the full model): one decoder layer, and shifting targets right.
 
 - ``decoder_layer``: the learner writes ``DecoderLayer.forward`` (masked self-attention, encoder-decoder
-  attention, feed-forward; post-LN and pre-LN); reference :class:`course_lib.layers.DecoderLayer`.
+  attention, feed-forward; post-LN and pre-LN); reference :class:`course_lib.models.layers.DecoderLayer`.
 - ``shift_right``: the decoder's input for teacher forcing; reference
-  :func:`course_lib.transformer.shift_right`.
+  :func:`course_lib.models.transformer.shift_right`.
 
 The first case of each norm placement has ``tgt_len == src_len`` so that the classic mix-ups (queries from
 the encoder, the look-ahead mask on the cross-attention) give an output of the right shape and the
@@ -18,9 +18,9 @@ import torch.nn.functional as F
 from course_lib.checks.nb05_encoder import PYTORCH_LAYERS, random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.layers import DecoderLayer
-from course_lib.masking import causal_mask, decoder_mask, padding_mask
-from course_lib.transformer import shift_right
+from course_lib.models.layers import DecoderLayer
+from course_lib.models.masking import causal_mask, decoder_mask, padding_mask
+from course_lib.models.transformer import shift_right
 
 NOTEBOOK = "06_decoder"
 

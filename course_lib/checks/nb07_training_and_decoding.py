@@ -8,10 +8,10 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course_lib.decoding import beam_search_step
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.training import label_smoothed_cross_entropy, transformer_lr
+from course_lib.generation.decoding import beam_search_step
+from course_lib.training.engine import label_smoothed_cross_entropy, transformer_lr
 
 NOTEBOOK = "07_training_and_decoding"
 

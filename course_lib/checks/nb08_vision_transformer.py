@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.vit import add_cls_and_positions, patchify
+from course_lib.models.vit import add_cls_and_positions, patchify
 
 NOTEBOOK = "08_vision_transformer"
 

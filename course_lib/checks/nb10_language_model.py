@@ -8,11 +8,11 @@ import math
 import torch
 import torch.nn.functional as F
 
-from course_lib.attention import scaled_dot_product_attention
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.generation import attend_with_cache, top_p_filter
-from course_lib.lm import lm_loss
+from course_lib.generation.sampling import attend_with_cache, top_p_filter
+from course_lib.models.attention import scaled_dot_product_attention
+from course_lib.training.language_model import lm_loss
 
 NOTEBOOK = "10_language_model"
 

@@ -21,10 +21,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.bert import IGNORE_INDEX, ClassificationHead, mask_tokens, mlm_loss
 from course_lib.checks.nb05_encoder import random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
+from course_lib.models.bert import IGNORE_INDEX, ClassificationHead, mask_tokens, mlm_loss
 
 NOTEBOOK = "11_bert"
 SELECT, MASK, RANDOM = 0.15, 0.8, 0.1  # BERT's proportions, which the learner's function must reproduce

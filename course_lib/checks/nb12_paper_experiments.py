@@ -6,7 +6,7 @@ import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.experiments import average_weights
+from course_lib.experiments.paper import average_weights
 
 NOTEBOOK = "12_paper_experiments"
 

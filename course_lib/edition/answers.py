@@ -2,8 +2,8 @@
 
 For each registered exercise (:func:`course_lib.exercises.registered_exercises`), its **graded parts**:
 
-- the reference itself: a function (``course_lib.basics.stable_softmax``), or, for a class exercise, the
-  method the learner writes (``course_lib.attention.MultiHeadAttention.forward``; the constructor is given to
+- the reference itself: a function (``course_lib.models.softmax.stable_softmax``), or, for a class exercise, the
+  method the learner writes (``course_lib.models.attention.MultiHeadAttention.forward``; the constructor is given to
   the learner, so it stays);
 - the private helpers that part calls in its own module (``_frequencies64``), except input checks (a name
   passed to ``validated_by``, or one starting with ``_check`` or ``_require``): they are pieces of the answer;
@@ -18,7 +18,7 @@ For each registered exercise (:func:`course_lib.exercises.registered_exercises`)
 Example:
     >>> from course_lib.exercises import get_exercise
     >>> [p.key for p in graded_parts([get_exercise("stable_softmax")])]
-    ['course_lib.basics.stable_softmax']
+    ['course_lib.models.softmax.stable_softmax']
 """
 
 from __future__ import annotations
@@ -42,19 +42,19 @@ CLASS_METHODS = ("forward",)
 
 #: Public helpers that give a graded answer away, by the key of the exercise's reference.
 ALSO_ANSWERS: dict[str, tuple[str, ...]] = {
-    "course_lib.positional.sinusoidal_table": (
-        "course_lib.positional.sinusoidal_frequencies", "course_lib.positional.offset_matrix"),
+    "course_lib.models.positional.sinusoidal_table": (
+        "course_lib.models.positional.sinusoidal_frequencies", "course_lib.models.positional.offset_matrix"),
 }
 
 #: Calls the lessons make to a graded part that has no PyTorch counterpart: the class edition ships their
 #: outputs (computed at build time with the reference) and serves exactly these calls, nothing else.
 #: Each entry is ``(args, kwargs)``; notebook 03 draws and compares these tables.
 STORED_CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], ...]] = {
-    "course_lib.positional.sinusoidal_table": tuple(
+    "course_lib.models.positional.sinusoidal_table": tuple(
         ((max_len, d_model), {}) for max_len, d_model in (
             (3, 4), (100, 128), (200, 128), (1000, 64), (200, 64), (128, 128), (100, 512),
             (50, 32), (5000, 32), (64, 32))),
-    "course_lib.positional.offset_matrix": (((7, 64), {}),),
+    "course_lib.models.positional.offset_matrix": (((7, 64), {}),),
 }
 
 

@@ -157,13 +157,13 @@ class Backing:
 
 #: Key of a graded part (``module.name`` or ``module.Class.method``) -> its PyTorch-backed stand-in.
 BACKED: dict[str, Backing] = {
-    "course_lib.basics.stable_softmax": Backing(stable_softmax, ("torch.softmax",)),
-    "course_lib.attention.scaled_dot_product_attention": Backing(
+    "course_lib.models.softmax.stable_softmax": Backing(stable_softmax, ("torch.softmax",)),
+    "course_lib.models.attention.scaled_dot_product_attention": Backing(
         scaled_dot_product_attention, ("torch.nn.functional.scaled_dot_product_attention",)),
-    "course_lib.attention.MultiHeadAttention.forward": Backing(
+    "course_lib.models.attention.MultiHeadAttention.forward": Backing(
         multi_head_attention_forward, ("torch.nn.functional.multi_head_attention_forward",)),
-    "course_lib.masking.causal_mask": Backing(
+    "course_lib.models.masking.causal_mask": Backing(
         causal_mask, ("torch.nn.Transformer.generate_square_subsequent_mask",)),
-    "course_lib.training.label_smoothed_cross_entropy": Backing(
+    "course_lib.training.engine.label_smoothed_cross_entropy": Backing(
         label_smoothed_cross_entropy, ("torch.nn.functional.cross_entropy",)),
 }

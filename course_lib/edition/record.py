@@ -13,7 +13,7 @@ no stand-in answers the public cases as a function would.
 Example (what the builder runs in the kernel before the notebook's first cell)::
 
     from course_lib.edition import record
-    record.install({"course_lib.masking.padding_mask": "padding_mask"}, "/tmp/calls.pt")
+    record.install({"course_lib.models.masking.padding_mask": "padding_mask"}, "/tmp/calls.pt")
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Example (the warm-up exercise of notebook 00)::
 
     register(Exercise(
         name="stable_softmax", notebook="00_welcome", points=1,
-        reference=course_lib.basics.stable_softmax,
+        reference=course_lib.models.softmax.stable_softmax,
         public_cases=cases, hidden_cases=cases,
         mistakes=[Mistake("no shift", naive_softmax, "Subtract the maximum before exp().")],
     ))
@@ -31,13 +31,15 @@ import importlib
 import inspect
 import math
 import pkgutil
-import re
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+from course_lib._deprecation import CourseDeprecationWarning, deprecation_message
 
 __all__ = [
     "InputModifiedError",
@@ -121,7 +123,8 @@ class Exercise:
         also_correct: correct implementations written differently; the tests assert each is accepted.
         atol, rtol: tolerance of the comparison (``torch.allclose`` semantics).
         summary: one sentence saying what the learner implements (shown in reports).
-        grad: run cases with autograd enabled (off by default: outputs are compared, not gradients).
+        grad: deprecated (no exercise of the course sets it; setting it warns): run cases with autograd enabled.
+            To judge gradients, use ``differentiable``.
         differentiable: the result is trained through in the notebooks, so it must carry gradients: the
             checks make the floating-point inputs require grad, run the case and backpropagate through the
             output (see :func:`run_case`). Catches ``.item()``/``.numpy()``/``torch.tensor(...)`` that cut the
@@ -164,6 +167,12 @@ class Exercise:
     seed: int | None = None
     compare: Callable[[Case, Any, Any], list[str]] | None = None
     declared_in: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if self.grad:
+            warnings.warn(deprecation_message(
+                "Exercise(grad=True)", "differentiable=True (the checks then backpropagate through the output)"),
+                CourseDeprecationWarning, stacklevel=3)
 
     @property
     def is_class(self) -> bool:
@@ -396,66 +405,69 @@ def validate_exercise(exercise: Exercise, seeds: Sequence[int] = (0,)) -> None:
                     ) from err
 
 
-# Packages whose modules declare exercises (the course's ``course_lib.checks`` adds itself when imported).
-# The mechanism knows no package by name: it runs the exercises it is given and depends on none of them.
-_PACKAGES: list[str] = []
+# Packages whose modules declare exercises. The course's own checks are known from the start, so that every
+# entry point (check, run_check, get_exercise, the grader, the edition) finds the course's exercises by name
+# without a prior import; an assignment's package adds itself. A package that holds a table ``EXERCISES``
+# ({module: exercise names}) is looked up in it; any other has every module imported. A package that is absent
+# (the grading sandbox's copy of the library has no checks) is skipped. The mechanism imports no package's code
+# until an exercise is looked up.
+_PACKAGES: list[str] = ["course_lib.checks"]
 
 
 def add_exercise_package(package: str) -> None:
     """Let :func:`get_exercise` find exercises declared in the modules of ``package`` (a package's name).
 
-    A package adds itself in its ``__init__.py``: ``add_exercise_package(__name__)``. Looking an exercise
-    up imports only the module whose source names it (one notebook's checks), not the whole package.
+    A package adds itself in its ``__init__.py``: ``add_exercise_package(__name__)``. When the package holds
+    a table ``EXERCISES = {"module": ("exercise", ...)}``, looking an exercise up imports only the module the
+    table names (one notebook's checks); otherwise every module of the package is imported.
     """
     if package not in _PACKAGES:
         _PACKAGES.append(package)
 
 
-def _package_modules(package: str) -> list[tuple[str, str]]:
-    """``(module name, source text)`` of every public module of ``package`` (text empty when unreadable)."""
-    pkg = importlib.import_module(package)
-    found = []
-    for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
-        if info.name.startswith("_"):
-            continue
-        folder = getattr(info.module_finder, "path", None)
-        try:
-            text = open(f"{folder}/{info.name}.py", encoding="utf-8").read() if folder else ""
-        except OSError:
-            text = ""
-        found.append((f"{package}.{info.name}", text))
-    return found
+def _package(package: str) -> Any:
+    """The package ``package`` imported, or None when it is not there (only that package may be missing)."""
+    try:
+        return importlib.import_module(package)
+    except ModuleNotFoundError as err:
+        if err.name is not None and (package == err.name or package.startswith(err.name + ".")):
+            return None
+        raise
+
+
+def _declaring_modules(package: str, name: str | None) -> list[str]:
+    """The modules of ``package`` that declare exercise ``name`` (every module when ``name`` is None), by
+    the package's table ``EXERCISES`` when it has one."""
+    pkg = _package(package)
+    if pkg is None:
+        return []
+    table: Mapping[str, Sequence[str]] | None = getattr(pkg, "EXERCISES", None)
+    if table is not None:
+        return [f"{package}.{module}" for module, names in table.items() if name is None or name in names]
+    return [f"{package}.{info.name}" for info in pkgutil.iter_modules(getattr(pkg, "__path__", []))
+            if not info.name.startswith("_")]
 
 
 def _import_declaring(name: str | None) -> None:
-    """Import the package modules that declare exercise ``name`` (every module when ``name`` is None).
-
-    A module whose source holds the name as a string literal (``name="stable_softmax"``) is imported first;
-    the others only if that did not register the exercise (a name built at run time, say).
-    """
-    modules = [m for package in _PACKAGES for m in _package_modules(package)]
-    if name is not None:
-        literal = re.compile(rf"""(["']){re.escape(name)}\1""")
-        for module, text in modules:
-            if literal.search(text):
-                importlib.import_module(module)
-        if name in _REGISTRY:
-            return
-    for module, _ in modules:
-        importlib.import_module(module)
+    """Import the modules that declare exercise ``name`` (every exercise module when ``name`` is None)."""
+    for package in list(_PACKAGES):
+        for module in _declaring_modules(package, name):
+            importlib.import_module(module)
 
 
 def get_exercise(name: str) -> Exercise:
     """The registered exercise called ``name``; the module that declares it is imported on first use.
 
-    Searched: the exercises registered so far, then the packages given to :func:`add_exercise_package`.
+    Searched: the exercises registered so far, then the exercise packages (the course's ``course_lib.checks``,
+    known from the start, and those given to :func:`add_exercise_package`) by their tables.
     """
     if name not in _REGISTRY:
         _import_declaring(name)
     try:
         return _REGISTRY[name]
     except KeyError:
-        known = ", ".join(sorted(_REGISTRY)) or "none"
+        tables = [getattr(_package(p), "EXERCISES", {}) for p in _PACKAGES]
+        known = ", ".join(sorted(set(_REGISTRY).union(*(n for t in tables for n in t.values())))) or "none"
         raise KeyError(f"no exercise called {name!r}; known exercises: {known}") from None
 
 

@@ -330,7 +330,7 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     course's reference otherwise (so one stuck exercise does not block the lessons after it).
 
     Example:
-        >>> from course_lib.basics import stable_softmax
+        >>> from course_lib.models.softmax import stable_softmax
         >>> fn = check("stable_softmax")
         ✅ stable_softmax: passed (8/8 cases)
     """

@@ -14,8 +14,8 @@ stand-ins (stored outputs of the lessons' calls, or withheld). The reference of 
 left as a stub stays, so that a later exercise can build on it, as in the notebook.
 
 Example:
-    >>> from course_lib.basics import stable_softmax
-    >>> stand_in_source("course_lib.basics.stable_softmax", is_class=False).splitlines()[0]
+    >>> from course_lib.models.softmax import stable_softmax
+    >>> stand_in_source("course_lib.models.softmax.stable_softmax", is_class=False).splitlines()[0]
     'def stable_softmax(*args, **kwargs):'
 """
 

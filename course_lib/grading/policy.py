@@ -26,8 +26,8 @@ graded, and compares outputs in its own process, so a construct the policy misse
 wrong answer pass.
 
 Example:
-    >>> from course_lib.basics import stable_softmax
-    >>> src = "from course_lib.basics import stable_softmax as s\\ndef stable_softmax(x):\\n    return s(x)"
+    >>> from course_lib.models.softmax import stable_softmax
+    >>> src = "from course_lib.models.softmax import stable_softmax as s\\ndef stable_softmax(x):\\n    return s(x)"
     >>> [v.reason.split(":")[0] for v in check_source(src, own_reference=stable_softmax)]
     ['uses the reference implementation']
 """

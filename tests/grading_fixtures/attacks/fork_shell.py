@@ -3,7 +3,8 @@
 import _posixsubprocess  # noqa: F401 - the low-level way in; subprocess uses it
 import subprocess
 
-found = subprocess.run(["sh", "-c", "cat {REPO}/course_lib/basics.py; touch {CANARY}.shell; ls /home /root /etc"],
+found = subprocess.run(["sh", "-c",
+                        "cat {REPO}/course_lib/models/softmax.py; touch {CANARY}.shell; ls /home /root /etc"],
                        capture_output=True, text=True)
 SOURCE = found.stdout
 

@@ -2,7 +2,7 @@
 # Class 2: read files without open(): np.fromregex, np.loadtxt, torch.load of the repository's reference.
 import numpy as np
 
-lines = np.fromregex("{REPO}/course_lib/basics.py", r"(.*)\n", [("line", "U200")])
+lines = np.fromregex("{REPO}/course_lib/models/softmax.py", r"(.*)\n", [("line", "U200")])
 SOURCE = "\n".join(str(s) for s in lines["line"])
 
 

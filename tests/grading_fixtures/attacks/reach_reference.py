@@ -8,7 +8,7 @@ import typing
 import torch
 from torch import __builtins__ as b  # noqa: F401
 
-candidates = [typing.sys.modules.get("course_lib.basics"), torch.sys.modules.get("course_lib.basics")]
+candidates = [typing.sys.modules.get("course_lib.models.softmax"), torch.sys.modules.get("course_lib.models.softmax")]
 for path in (torch.os.path.join("{REPO}", "course_lib", "basics.py"), sys.modules["course_lib"].__file__):
     try:
         spec = importlib.util.spec_from_file_location("fresh_basics", path.replace("__init__", "basics"))

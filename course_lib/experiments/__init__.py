@@ -1,0 +1,14 @@
+"""The paper's experiments at small scale (notebook 12).
+
+- :mod:`~course_lib.experiments.paper`: the paper's Tables 2 and 3, the model variations of Table 3,
+  checkpoint averaging and training cost;
+- :mod:`~course_lib.experiments.ablation`: one run of notebook 12's grid, importable so that runs can go to
+  other processes (:func:`course_lib.training.parallel.map_in_processes`).
+
+``course_lib.experiments`` was the paper's module before it became this package: its names still work, with a
+warning naming ``course_lib.experiments.paper``.
+"""
+
+from course_lib._deprecation import moved_attributes
+
+__getattr__ = moved_attributes(__name__, names_of="course_lib.experiments.paper")

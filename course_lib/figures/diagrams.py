@@ -1,0 +1,290 @@
+"""The paper's architecture figures, drawn from the course's own models: Figure 1 and Figure 2 of the paper.
+
+Each function reads a model's structure (its sub-modules, their sizes, its ``norm_first`` flag) and draws boxes
+and arrows with Matplotlib patches, so the picture always shows the model the notebook built:
+
+- :func:`plot_layer`: one ``EncoderLayer`` or ``DecoderLayer``, post-LN ("Add & Norm" after each sub-layer, as
+  the paper draws it) or pre-LN (a LayerNorm before each sub-layer, an "Add" after it), as its ``norm_first``
+  says;
+- :func:`plot_transformer`: the paper's Figure 1, the encoder-decoder ``Transformer`` with its ``N x`` stacks;
+- :func:`plot_attention_diagram`: the paper's Figure 2, scaled dot-product attention and a
+  ``MultiHeadAttention`` with its ``h`` heads.
+
+Every function returns the ``Axes`` it drew on (a new figure when none is given); each drawn box is a patch whose
+label is in ``ax.texts``, which the tests read.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from torch import nn
+
+from course_lib.figures import plotting  # noqa: F401 (the course's figures: a font with Hangul is set up)
+from course_lib.models.attention import MultiHeadAttention
+from course_lib.models.layers import DecoderLayer, EncoderLayer, FeedForward
+from course_lib.models.transformer import Transformer
+
+__all__ = ["plot_layer", "plot_transformer", "plot_attention_diagram", "sublayers"]
+
+# The paper's colours: attention orange, Add & Norm yellow, feed-forward blue, embeddings pink, linear purple.
+COLOURS = {"attention": "#fcd9a8", "norm": "#f2f0b5", "feed_forward": "#c6e3f4", "embedding": "#f6c9cf",
+           "linear": "#dcd3ee", "softmax": "#c8e6c9", "matmul": "#e8d4f0", "scale": "#f2f0b5", "mask": "#eeeeee",
+           "io": "white"}
+BOX_W, BOX_H, GAP = 3.4, 0.6, 0.45
+
+
+def _new_axes(ax: plt.Axes | None, size: tuple[float, float]) -> plt.Axes:
+    if ax is None:
+        _, ax = plt.subplots(figsize=size)
+    ax.set_axis_off()
+    ax.set_aspect("equal")
+    return ax
+
+
+def _box(ax: plt.Axes, x: float, y: float, text: str, kind: str, w: float = BOX_W, h: float = BOX_H) -> tuple:
+    """A rounded box centred on (x, y); returns (x, y, w, h) for the arrows."""
+    from matplotlib.patches import FancyBboxPatch
+
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02,rounding_size=0.12",
+                                facecolor=COLOURS[kind], edgecolor="black", linewidth=1.0))
+    ax.text(x, y, text, ha="center", va="center", fontsize=8.5)
+    return x, y, w, h
+
+
+def _arrow(ax: plt.Axes, start: tuple[float, float], end: tuple[float, float], style: str = "-|>",
+           connection: str = "arc3") -> None:
+    from matplotlib.patches import FancyArrowPatch
+
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=10, linewidth=1.0,
+                                 connectionstyle=connection, color="black"))
+
+
+def _up(ax: plt.Axes, lower: tuple, upper: tuple) -> None:
+    """An arrow from the top of box ``lower`` to the bottom of box ``upper``."""
+    _arrow(ax, (lower[0], lower[1] + lower[3] / 2), (upper[0], upper[1] - upper[3] / 2))
+
+
+def _residual(ax: plt.Axes, x_from: float, y_from: float, target: tuple) -> None:
+    """The residual connection: from the stream at (x_from, y_from) around the sub-layer into ``target``'s side."""
+    side = target[0] - target[2] / 2 - 0.35
+    ax.plot([x_from, side, side], [y_from, y_from, target[1]], color="black", linewidth=1.0)
+    _arrow(ax, (side, target[1]), (target[0] - target[2] / 2, target[1]))
+
+
+def sublayers(layer: nn.Module) -> list[tuple[str, nn.Module, nn.LayerNorm]]:
+    """The sub-layers of an encoder or decoder layer in the order they run, each with its LayerNorm and a label.
+
+    Read from the layer's children (attention and feed-forward modules, paired in order with its LayerNorms), so
+    a layer built with other sizes or flags is drawn as it is. In a layer with a cross-attention (a decoder
+    layer) the first attention is the masked self-attention.
+
+    Example:
+        >>> [label for label, _, _ in sublayers(EncoderLayer(32, 4, 64))]
+        ['Multi-Head Attention', 'Feed Forward']
+    """
+    if not isinstance(layer, (EncoderLayer, DecoderLayer)):
+        raise TypeError(f"sublayers: layer must be an EncoderLayer or a DecoderLayer, got {type(layer).__name__}")
+    blocks = [m for m in layer.children() if isinstance(m, (MultiHeadAttention, FeedForward))]
+    norms = [m for m in layer.children() if isinstance(m, nn.LayerNorm)]
+    decoder = isinstance(layer, DecoderLayer)
+    labels = []
+    for i, block in enumerate(blocks):
+        if isinstance(block, FeedForward):
+            labels.append("Feed Forward")
+        elif decoder and i == 0:
+            labels.append("Masked Multi-Head Attention")
+        else:
+            labels.append("Multi-Head Attention")
+    return list(zip(labels, blocks, norms, strict=True))
+
+
+def _draw_layer(ax: plt.Axes, layer: nn.Module, x: float, y: float) -> tuple[float, dict[str, tuple]]:
+    """Draw ``layer`` upwards from the stream at (x, y); return the stream's top y and the boxes by label."""
+    boxes: dict[str, tuple] = {}
+    for label, _, _ in sublayers(layer):
+        kind = "feed_forward" if label == "Feed Forward" else "attention"
+        stream_y = y
+        if layer.norm_first:  # pre-LN: LayerNorm -> sub-layer -> Add (the residual skips the LayerNorm)
+            norm = _box(ax, x, y + GAP + BOX_H / 2, "LayerNorm", "norm")
+            _arrow(ax, (x, y), (x, norm[1] - BOX_H / 2))
+            block = _box(ax, x, norm[1] + BOX_H + GAP, label, kind)
+            _up(ax, norm, block)
+            add = _box(ax, x, block[1] + BOX_H + GAP, "Add", "norm", w=1.2)
+        else:  # post-LN, the paper: sub-layer -> Add & Norm
+            block = _box(ax, x, y + GAP + BOX_H / 2, label, kind)
+            _arrow(ax, (x, y), (x, block[1] - BOX_H / 2))
+            add = _box(ax, x, block[1] + BOX_H + GAP, "Add & Norm", "norm")
+        _up(ax, block, add)
+        _residual(ax, x, stream_y + GAP / 2, add)
+        boxes[label] = block
+        y = add[1] + BOX_H / 2
+    return y, boxes
+
+
+def _layer_height(layer: nn.Module) -> float:
+    per_block = (3 if layer.norm_first else 2) * (BOX_H + GAP)
+    return len(sublayers(layer)) * per_block
+
+
+def plot_layer(layer: nn.Module, ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
+    """Draw one encoder or decoder layer as the paper's Figure 1 draws it, post-LN or pre-LN as the layer is built.
+
+    Args:
+        layer: an ``EncoderLayer`` or ``DecoderLayer``; its ``norm_first`` decides the layout (post-LN: "Add &
+            Norm" after each sub-layer; pre-LN: "LayerNorm" before, "Add" after).
+        ax: where to draw; a new figure when None.
+        title: the title (default: the layer's kind, its LayerNorm placement and its sizes).
+
+    Example:
+        >>> ax = plot_layer(EncoderLayer(32, 4, 64, norm_first=True))
+        >>> sum(t.get_text() == "LayerNorm" for t in ax.texts)
+        2
+    """
+    height = _layer_height(layer)
+    ax = _new_axes(ax, (3.6, 1.0 + height * 0.62))
+    _, boxes = _draw_layer(ax, layer, 0.0, 0.0)
+    ax.text(0, -0.25, "input", ha="center", va="top", fontsize=8.5)
+    _arrow(ax, (0, height), (0, height + 0.4))
+    ax.text(0, height + 0.45, "output", ha="center", va="bottom", fontsize=8.5)
+    if "Multi-Head Attention" in boxes and isinstance(layer, DecoderLayer):
+        cross = boxes["Multi-Head Attention"]
+        _arrow(ax, (cross[0] + BOX_W / 2 + 1.0, cross[1]), (cross[0] + BOX_W / 2, cross[1]))
+        ax.text(cross[0] + BOX_W / 2 + 1.05, cross[1], "keys, values\nfrom the encoder", va="center", fontsize=7.5)
+    attention = next(block for _, block, _ in sublayers(layer) if isinstance(block, MultiHeadAttention))
+    kind = "Decoder layer" if isinstance(layer, DecoderLayer) else "Encoder layer"
+    ax.set_title(title or f"{kind}, {'pre-LN' if layer.norm_first else 'post-LN (the paper)'}\n"
+                          f"d_model={attention.d_model}, h={attention.num_heads}, "
+                          f"d_ff={layer.feed_forward.linear1.out_features}", fontsize=9)
+    ax.set_xlim(-2.4, 3.6)
+    ax.set_ylim(-0.6, height + 0.9)
+    return ax
+
+
+def _stack(ax: plt.Axes, layers: nn.ModuleList, final_norm: nn.Module | None, x: float, y: float,
+           side: float) -> tuple[float, dict[str, tuple]]:
+    """One stack: its first layer drawn inside a frame marked "N x", then the final LayerNorm (pre-LN)."""
+    from matplotlib.patches import FancyBboxPatch
+
+    height = _layer_height(layers[0])
+    ax.add_patch(FancyBboxPatch((x - BOX_W / 2 - 0.55, y + 0.1), BOX_W + 1.1, height - 0.05,
+                                boxstyle="round,pad=0.05,rounding_size=0.2", facecolor="#f4f4f4",
+                                edgecolor="black", linewidth=1.0, zorder=0))
+    top, boxes = _draw_layer(ax, layers[0], x, y)
+    ax.text(x + side * (BOX_W / 2 + 0.7), y + height / 2, f"{len(layers)}×", ha="right" if side < 0 else "left",
+            va="center", fontsize=10)
+    if final_norm is not None:
+        norm = _box(ax, x, top + GAP + BOX_H / 2, "LayerNorm (final)", "norm")
+        _arrow(ax, (x, top), (x, norm[1] - BOX_H / 2))
+        top = norm[1] + BOX_H / 2
+    return top, boxes
+
+
+def _embedding_and_positions(ax: plt.Axes, x: float, y: float, which: str) -> float:
+    """Inputs -> Embedding (x sqrt(d_model)) -> (+) Positional Encoding; returns the stream's top y."""
+    ax.text(x, y, "Inputs" if which == "Input" else "Outputs (shifted right)", ha="center", va="top", fontsize=8.5)
+    embed = _box(ax, x, y + 0.2 + BOX_H / 2, f"{which} Embedding ×√d_model", "embedding")
+    _arrow(ax, (x, y), (x, embed[1] - BOX_H / 2))
+    plus_y = embed[1] + BOX_H / 2 + 0.45
+    ax.add_patch(plt.Circle((x, plus_y), 0.16, facecolor="white", edgecolor="black"))
+    ax.text(x, plus_y, "+", ha="center", va="center", fontsize=9)
+    _arrow(ax, (x, embed[1] + BOX_H / 2), (x, plus_y - 0.16))
+    side = -1.0 if which == "Input" else 1.0
+    ax.text(x + side * 0.45, plus_y, "Positional\nEncoding", ha="right" if side < 0 else "left", va="center",
+            fontsize=7.5)
+    return plus_y + 0.16
+
+
+def plot_transformer(model: Transformer, ax: plt.Axes | None = None, title: str | None = None) -> plt.Axes:
+    """The paper's Figure 1, drawn from a course ``Transformer``: embeddings, positions, the two stacks, the output.
+
+    The stacks show one layer each (as the paper does) with the number of layers the model has, in the layout its
+    ``norm_first`` flag gives (pre-LN models also get the stacks' final LayerNorm); the encoder's output feeds the
+    keys and values of every decoder layer's cross-attention.
+
+    Example:
+        >>> model = Transformer(20, 20, d_model=32, num_heads=4, num_encoder_layers=2, num_decoder_layers=3,
+        ...                     d_ff=64)
+        >>> ax = plot_transformer(model)
+        >>> [t.get_text() for t in ax.texts if t.get_text().endswith("×")]
+        ['2×', '3×']
+    """
+    if not isinstance(model, Transformer):
+        raise TypeError(f"plot_transformer: model must be a course_lib Transformer, got {type(model).__name__}")
+    enc_x, dec_x = 0.0, 5.6
+    enc_base = _embedding_and_positions(ax := _new_axes(ax, (7.0, 9.5)), enc_x, 0.0, "Input")
+    dec_base = _embedding_and_positions(ax, dec_x, 0.0, "Output")
+    enc_top, _ = _stack(ax, model.encoder.layers, model.encoder.norm, enc_x, enc_base, side=-1.0)
+    dec_top, dec_boxes = _stack(ax, model.decoder.layers, model.decoder.norm, dec_x, dec_base, side=1.0)
+    cross = dec_boxes["Multi-Head Attention"]
+    ax.plot([enc_x, enc_x, (enc_x + dec_x) / 2, (enc_x + dec_x) / 2], [enc_top, enc_top + 0.3, enc_top + 0.3,
+            cross[1]], color="black", linewidth=1.0)
+    _arrow(ax, ((enc_x + dec_x) / 2, cross[1]), (cross[0] - BOX_W / 2 - 0.55, cross[1]))
+    linear = _box(ax, dec_x, dec_top + GAP + BOX_H / 2, "Linear", "linear")
+    _arrow(ax, (dec_x, dec_top), (dec_x, linear[1] - BOX_H / 2))
+    softmax = _box(ax, dec_x, linear[1] + BOX_H + GAP, "Softmax", "softmax")
+    _up(ax, linear, softmax)
+    _arrow(ax, (dec_x, softmax[1] + BOX_H / 2), (dec_x, softmax[1] + BOX_H / 2 + 0.4))
+    ax.text(dec_x, softmax[1] + BOX_H / 2 + 0.45, "Output Probabilities", ha="center", va="bottom", fontsize=8.5)
+    attention = model.encoder.layers[0].self_attn
+    ax.set_title(title or f"Figure 1: the Transformer, {'pre-LN' if model.encoder.norm_first else 'post-LN'}\n"
+                          f"d_model={model.d_model}, h={attention.num_heads}, "
+                          f"d_ff={model.encoder.layers[0].feed_forward.linear1.out_features}", fontsize=9)
+    ax.set_xlim(enc_x - 3.2, dec_x + 3.4)
+    ax.set_ylim(-0.5, softmax[1] + 1.2)
+    return ax
+
+
+def _column(ax: plt.Axes, x: float, y: float, steps: list[tuple[str, str]]) -> list[tuple]:
+    """Boxes stacked upwards from y with arrows between them."""
+    boxes = [_box(ax, x, y + i * (BOX_H + GAP), text, kind, w=2.4) for i, (text, kind) in enumerate(steps)]
+    for lower, upper in zip(boxes, boxes[1:], strict=False):
+        _up(ax, lower, upper)
+    return boxes
+
+
+def plot_attention_diagram(attention: MultiHeadAttention, ax: plt.Axes | None = None) -> plt.Axes:
+    """The paper's Figure 2, drawn from a ``MultiHeadAttention``: scaled dot-product attention (left) and the
+    multi-head attention around it (right), with the module's d_model, h and d_k = d_model / h.
+
+    Example:
+        >>> ax = plot_attention_diagram(MultiHeadAttention(64, 8))
+        >>> any("h = 8" in t.get_text() for t in ax.texts)
+        True
+    """
+    if not isinstance(attention, MultiHeadAttention):
+        raise TypeError(f"plot_attention_diagram: attention must be a MultiHeadAttention, "
+                        f"got {type(attention).__name__}")
+    ax = _new_axes(ax, (9.0, 5.0))
+    d_k, h = attention.d_k, attention.num_heads
+    left = _column(ax, 0.0, 0.9, [("MatMul  Q Kᵀ", "matmul"), (f"Scale  1/√d_k = 1/√{d_k}", "scale"),
+                                  ("Mask (optional)", "mask"), ("SoftMax (over the keys)", "softmax"),
+                                  ("MatMul  with V", "matmul")])
+    for offset, name in ((-0.7, "Q"), (0.7, "K")):
+        ax.text(offset, 0.1, name, ha="center", va="center", fontsize=9)
+        _arrow(ax, (offset, 0.25), (offset * 0.6, left[0][1] - BOX_H / 2))
+    ax.text(1.7, 0.1, "V", ha="center", va="center", fontsize=9)
+    ax.plot([1.7, 1.7], [0.25, left[4][1]], color="black", linewidth=1.0)
+    _arrow(ax, (1.7, left[4][1]), (1.2, left[4][1]))
+    ax.text(0.0, left[4][1] + 0.75, "Scaled Dot-Product Attention", ha="center", fontsize=9, weight="bold")
+
+    x = 5.8
+    linears = [_box(ax, x + dx, 1.2, f"Linear $W^{name}$", "linear", w=1.35) for dx, name in
+               ((-1.5, "Q"), (0.0, "K"), (1.5, "V"))]
+    for dx, name, box in zip((-1.5, 0.0, 1.5), "QKV", linears, strict=True):
+        ax.text(x + dx, 0.3, name, ha="center", va="center", fontsize=9)
+        _arrow(ax, (x + dx, 0.45), (x + dx, box[1] - BOX_H / 2))
+    for shadow in range(min(h, 4) - 1, 0, -1):  # the h heads, as the paper's stacked boxes
+        _box(ax, x + 0.1 * shadow, 2.45 + 0.1 * shadow, "", "attention", w=3.8)
+    sdpa = _box(ax, x, 2.45, f"Scaled Dot-Product Attention\nh = {h} heads, d_k = {d_k} each", "attention", w=3.8,
+                h=0.8)
+    for box in linears:
+        _arrow(ax, (box[0], box[1] + BOX_H / 2), (box[0], sdpa[1] - 0.4))
+    concat = _box(ax, x, 3.75, f"Concat  (h·d_k = {h * d_k})", "norm", w=2.6)
+    _arrow(ax, (x, sdpa[1] + 0.4), (x, concat[1] - BOX_H / 2))
+    out = _box(ax, x, 4.8, f"Linear $W^O$  (d_model = {attention.d_model})", "linear", w=3.2)
+    _up(ax, concat, out)
+    ax.text(x, 5.55, "Multi-Head Attention", ha="center", fontsize=9, weight="bold")
+    ax.set_title("Figure 2", fontsize=9)
+    ax.set_xlim(-1.8, 8.6)
+    ax.set_ylim(-0.2, 5.9)
+    return ax

@@ -1,0 +1,126 @@
+"""The decoder-only language model (GPT): the Transformer's encoder stack under a causal mask.
+
+GPT (Radford et al. 2018) and GPT-2 (2019) keep one stack of the Transformer and drop the other: there is
+no source sentence, so no cross-attention. What remains is exactly the course's :class:`~course_lib.Encoder`
+(self-attention and feed-forward blocks) with one change, the **causal mask**, so that position ``i`` sees
+tokens ``0..i`` only and can be trained to predict token ``i + 1``. GPT-2's layout, expressed with the
+course's parts:
+
+- token embedding + learned positions (:class:`~course_lib.LearnedPositionalEmbedding`);
+- ``num_layers`` pre-LN blocks (``norm_first=True``) with GELU (GPT-2 uses the tanh approximation,
+  ``activation="gelu_tanh"``) and LayerNorm epsilon ``layer_norm_eps`` (1e-5 in GPT-2);
+- a final LayerNorm (the pre-LN Encoder's own) and an output layer that shares its weight matrix with the
+  token embedding (**weight tying**, as in the paper's section 3.4 and in GPT-2), without bias;
+- GPT-2's initialisation: N(0, 0.02^2) everywhere, the projections that write into the residual stream
+  (``w_o`` and the second feed-forward linear) scaled by ``1 / sqrt(2 * num_layers)``.
+
+Shapes: ``tokens`` (batch, seq) of ids with ``seq <= max_len`` -> logits (batch, seq, vocab_size).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from course_lib.models.layers import Encoder
+from course_lib.models.masking import causal_mask
+from course_lib.models.positional import LearnedPositionalEmbedding
+from course_lib.validation import check_positive_ints
+
+__all__ = ["GPT"]
+
+
+class GPT(nn.Module):
+    """A decoder-only Transformer language model (GPT-2's layout) built from the course's layers.
+
+    Args:
+        vocab_size: number of token ids.
+        d_model, num_heads, num_layers: the stack's width, heads and depth.
+        d_ff: feed-forward width (default ``4 * d_model``, as in GPT-2).
+        max_len: the longest context (number of learned positions).
+        dropout: dropout on embeddings, attention weights and residual branches.
+        activation: ``"gelu_tanh"`` (GPT-2), ``"gelu"`` or ``"relu"``.
+        layer_norm_eps: the LayerNorms' epsilon.
+        tie_weights: share the output layer's weight with the token embedding.
+
+    Example:
+        >>> lm = GPT(vocab_size=50, d_model=16, num_heads=2, num_layers=2, max_len=32).eval()
+        >>> lm(torch.randint(0, 50, (3, 10))).shape
+        torch.Size([3, 10, 50])
+    """
+
+    def __init__(self, vocab_size: int, d_model: int = 128, num_heads: int = 4, num_layers: int = 4,
+                 d_ff: int | None = None, max_len: int = 256, dropout: float = 0.0,
+                 activation: str = "gelu_tanh", layer_norm_eps: float = 1e-5, tie_weights: bool = True) -> None:
+        super().__init__()
+        check_positive_ints("GPT", minimum=2, vocab_size=vocab_size)
+        check_positive_ints("GPT", d_model=d_model, num_heads=num_heads, num_layers=num_layers, max_len=max_len)
+        self.vocab_size, self.d_model, self.max_len = vocab_size, d_model, max_len
+        self.num_heads, self.num_layers = num_heads, num_layers
+        self.token_embedding = nn.Embedding(vocab_size, d_model)
+        self.positions = LearnedPositionalEmbedding(max_len, d_model, dropout)
+        # The encoder stack, pre-LN, with its final LayerNorm: GPT-2's blocks and ln_f.
+        self.blocks = Encoder(num_layers, d_model, num_heads, d_ff or 4 * d_model, dropout, norm_first=True,
+                              activation=activation, layer_norm_eps=layer_norm_eps)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self._reset_parameters()
+        if tie_weights:
+            self.lm_head.weight = self.token_embedding.weight  # one matrix: embedding in, logits out
+
+    def _reset_parameters(self) -> None:
+        """GPT-2's initialisation (see the module docstring)."""
+        for name, param in self.named_parameters():
+            if param.dim() >= 2:
+                std = 0.02
+                if name.endswith("self_attn.w_o.weight") or name.endswith("feed_forward.linear2.weight"):
+                    std = 0.02 / math.sqrt(2 * self.num_layers)  # residual writes: keep the stream's scale
+                nn.init.normal_(param, mean=0.0, std=std)
+            elif name.endswith("bias"):
+                nn.init.zeros_(param)
+
+    def _check_ids(self, tokens: torch.Tensor, who: str = "GPT") -> None:
+        """Raise a ValueError unless ``tokens`` is an integer (batch, seq) tensor of ids in ``[0, vocab_size)``
+        with seq >= 1; ``who`` names the caller in the message (the cached path has its own length rule)."""
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() \
+                or tokens.dtype == torch.bool:
+            raise ValueError(f"{who}: tokens must be an integer tensor of shape (batch, seq), got "
+                             f"{getattr(tokens, 'dtype', type(tokens).__name__)} "
+                             f"{tuple(getattr(tokens, 'shape', ()))}")
+        if tokens.shape[1] < 1:
+            raise ValueError(f"{who}: tokens must hold at least one position, got shape {tuple(tokens.shape)}")
+        if tokens.numel():
+            low, high = (int(v) for v in torch.aminmax(tokens))  # one pass, one read back
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(f"{who}: token ids must be in [0, vocab_size={self.vocab_size}), got "
+                                 f"[{low}, {high}]")
+
+    def _check_tokens(self, tokens: torch.Tensor) -> None:
+        self._check_ids(tokens)
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(f"GPT: tokens has seq={tokens.shape[1]}; it must be between 1 and "
+                             f"max_len={self.max_len}")
+
+    def embed(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token embedding plus the learned positions ``start .. start + seq - 1``: (batch, seq, d_model)."""
+        x = self.token_embedding(tokens)  # (batch, seq, d_model)
+        positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)  # (seq,)
+        return self.positions.dropout(x + self.positions.embedding(positions))
+
+    def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The final LayerNorm's output: (batch, seq) -> (batch, seq, d_model)."""
+        self._check_tokens(tokens)
+        mask = causal_mask(tokens.shape[1], device=tokens.device)  # (seq, seq), True = may attend
+        return self.blocks(self.embed(tokens), mask)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Next-token logits at every position: (batch, seq) -> (batch, seq, vocab_size)."""
+        return self.lm_head(self.hidden_states(tokens))
+
+    @torch.no_grad()
+    def attention_weights(self, tokens: torch.Tensor) -> list[torch.Tensor]:
+        """Each block's attention weights: a list of (batch, num_heads, seq, seq), zero above the diagonal."""
+        self._check_tokens(tokens)
+        mask = causal_mask(tokens.shape[1], device=tokens.device)
+        return self.blocks.attention_weights(self.embed(tokens), mask)

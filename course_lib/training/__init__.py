@@ -1,0 +1,18 @@
+"""Training: the course's one training engine and what runs on it.
+
+- :mod:`~course_lib.training.engine` (07 on): the loop (``train``), its history, the steps that turn a batch
+  into a prediction, the paper's loss, optimiser and learning-rate schedule;
+- :mod:`~course_lib.training.language_model` (10): training and evaluating a language model on a token stream;
+- :mod:`~course_lib.training.pretraining` (11): masked-language-model pre-training and fine-tuning;
+- :mod:`~course_lib.training.parallel` (12): independent runs in several processes, and the progress bar
+  that reports from them;
+- :mod:`~course_lib.training.cli`: the ``course-train`` command (configuration files, tasks, checkpoints,
+  ``torchrun``), around the same engine.
+
+``course_lib.training`` was the engine's module before it became this package: its names
+(``from course_lib.training import train``) still work, with a warning naming ``course_lib.training.engine``.
+"""
+
+from course_lib._deprecation import moved_attributes
+
+__getattr__ = moved_attributes(__name__, names_of="course_lib.training.engine")
