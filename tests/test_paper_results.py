@@ -3,7 +3,7 @@ section 6.1 hold in the figures the course copied, so a typo in one of them fail
 
 from __future__ import annotations
 
-from course_lib.experiments.paper import PAPER_TABLE2, PAPER_TRAINING
+from course_lib.experiments.paper import PAPER_PARSING, PAPER_TABLE2, PAPER_TABLE4, PAPER_TRAINING
 
 
 def _row(model: str):
@@ -29,3 +29,19 @@ def test_section_6_1s_claims_hold_in_the_table() -> None:
     assert base.bleu_en_de > max(r.bleu_en_de for r in earlier if r.bleu_en_de)
     assert base.flops_en_de < min(r.flops_en_de for r in earlier if r.flops_en_de)
     assert len(PAPER_TABLE2) == 10 and len({r.model for r in PAPER_TABLE2}) == 10
+
+
+def test_section_6_3s_claims_hold_in_table_4() -> None:
+    """'yielding better results than all previously reported models with the exception of the Recurrent Neural
+    Network Grammar'; 'In contrast to RNN sequence-to-sequence models, the Transformer outperforms the
+    BerkeleyParser even when training only on the WSJ training set of 40K sentences.'"""
+    ours = {r.training: r.f1 for r in PAPER_TABLE4 if r.parser == "Transformer (4 layers)"}
+    assert ours == {"WSJ only, discriminative": 91.3, "semi-supervised": 92.7}
+    others = [r for r in PAPER_TABLE4 if r.parser != "Transformer (4 layers)"]
+    wsj_only = [r for r in others if r.training == "WSJ only, discriminative"]
+    assert [r.parser for r in wsj_only if r.f1 > ours["WSJ only, discriminative"]] == ["Dyer et al. (2016)"]
+    assert max(r.f1 for r in others if r.training == "semi-supervised") < ours["semi-supervised"]
+    berkeley = next(r.f1 for r in wsj_only if r.parser == "Petrov et al. (2006)")
+    rnn_seq2seq = next(r.f1 for r in wsj_only if r.parser == "Vinyals & Kaiser et al. (2014)")
+    assert rnn_seq2seq < berkeley < ours["WSJ only, discriminative"]
+    assert len(PAPER_TABLE4) == 12 and PAPER_PARSING["wsj_sentences"] == 40_000

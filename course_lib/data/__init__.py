@@ -6,6 +6,8 @@
   byte-level BPE and the windows a language model trains on;
 - :mod:`~course_lib.data.stdlib_docstrings` (11): the standard library's docstrings, unlabelled text and a
   labelled task (which package does a docstring come from?);
+- :mod:`~course_lib.data.treebank` (12): a generated treebank, sentences of a small grammar and their
+  linearised trees, for the parsing task of the paper's section 6.3;
 - :mod:`~course_lib.data.digits` (08): scikit-learn's handwritten digits as tensors, split and shifted (and,
   for now, the image classifier's training wrapper).
 """

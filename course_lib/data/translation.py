@@ -15,7 +15,8 @@ The pipeline, each step a small public name:
 1. :func:`make_number_corpus` -> :class:`NumberCorpus` with ``train``/``valid``/``test`` lists of
    :class:`Pair`; a number is in exactly one split, so test numbers never appear in training.
 2. Tokenisers turn a string into a list of token strings and back: :class:`WordTokenizer` (English:
-   words and punctuation), :class:`CharTokenizer` (German, one token per character) and
+   words and punctuation), :class:`SpaceTokenizer` (tokens already cut, separated by spaces: the parsing
+   task's trees), :class:`CharTokenizer` (German, one token per character) and
    :class:`BPETokenizer` (German sub-word pieces, Byte-Pair Encoding trained offline on the training
    split with Hugging Face ``tokenizers``).
 3. :class:`Vocab` maps token strings to ids and back, with the special tokens ``<pad>`` = 0, ``<bos>``,
@@ -43,7 +44,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS",
     "Pair", "NumberCorpus", "number_to_words", "make_number_corpus",
-    "Tokenizer", "WordTokenizer", "CharTokenizer", "learn_bpe", "BPETokenizer",
+    "Tokenizer", "WordTokenizer", "SpaceTokenizer", "CharTokenizer", "learn_bpe", "BPETokenizer",
     "Vocab", "TranslationDataset", "Batch", "collate", "LengthBucketSampler", "make_loader",
     "read_tsv_pairs", "write_tsv_pairs", "read_parallel_files", "split_pairs",
 ]
@@ -202,6 +203,24 @@ class WordTokenizer:
     def detokenize(self, tokens: Sequence[str]) -> str:
         text = " ".join(tokens)
         return text.replace(" - ", "-").replace(" ,", ",")
+
+
+class SpaceTokenizer:
+    """Tokens separated by white space, joined back with one space: for text whose tokens are already cut.
+
+    The linearised trees of the parsing task (notebook 12) are such text: ``"(S (NP DT NN ) )"`` is the tokens
+    ``["(S", "(NP", "DT", "NN", ")", ")"]``, one token per bracket and label, as Vinyals et al. (2015) cut them.
+
+    Example:
+        >>> SpaceTokenizer().tokenize("(S (NP DT NN ) )")
+        ['(S', '(NP', 'DT', 'NN', ')', ')']
+    """
+
+    def tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        return " ".join(tokens)
 
 
 class CharTokenizer:

@@ -13,16 +13,25 @@ score: the fraction of sentences translated exactly right (also 0 to 100 here, t
 
 :func:`classifier_accuracy` is the one accuracy of a whole-input classifier (images for the ViT, ``[CLS]``
 sequences for BERT); :func:`token_accuracy` scores per-position predictions.
+
+Parsing (notebook 12, the paper's section 6.3) is scored as the paper's Table 4 is: labelled-bracket F1, the
+measure of the ``evalb`` program (Sekine and Collins, 1997). A tree is read as its constituents, each a labelled
+span ``(label, first leaf, last leaf + 1)`` (:func:`labelled_brackets`); a constituent of the output is right
+when the reference has the same label over the same span. :func:`bracket_f1` gives the F1 over a corpus, and
+:func:`parse_scores` adds precision, recall, exact match and the share of outputs that are well-formed trees.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
-__all__ = ["chrf", "bleu", "exact_match", "token_accuracy", "translation_scores", "classifier_accuracy"]
+__all__ = ["chrf", "bleu", "exact_match", "token_accuracy", "translation_scores", "classifier_accuracy",
+           "labelled_brackets", "bracket_f1", "parse_scores"]
 
 
 def _check(hypotheses: Sequence[str], references: Sequence[str], name: str) -> None:
@@ -121,3 +130,130 @@ def classifier_accuracy(model: nn.Module, inputs: torch.Tensor, labels: torch.Te
         right += int((classify(x.to(device)).argmax(-1).cpu() == y).sum())  # logits (b, num_classes)
     model.train(was_training)
     return right / len(labels)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Parsing: labelled-bracket precision, recall and F1 (evalb's measure)
+# ---------------------------------------------------------------------------------------------------
+
+_TREE_TOKENS = re.compile(r"\(|\)|[^\s()]+")
+
+
+def labelled_brackets(tree: str) -> tuple[Counter[tuple[str, int, int]], int]:
+    """The constituents of a linearised tree, as a multiset of ``(label, start, end)``, and its number of leaves.
+
+    The format is :func:`course_lib.data.treebank.linearise`'s: ``(`` and a label open a constituent, any other
+    token is a leaf (a part-of-speech tag standing for a word), ``)`` closes the constituent opened last. A
+    constituent spans leaves ``start`` to ``end - 1``; the leaves are not brackets themselves (evalb does not
+    count part-of-speech tags either), the outermost constituent is. The same bracket twice (a unary chain such
+    as ``(NP (NP DT NN ) )``) counts twice.
+
+    A string that is not exactly one tree raises a ValueError saying why: empty, brackets that do not balance,
+    a ``(`` without a label, a constituent without a leaf, or tokens outside the outermost constituent.
+
+    Example:
+        >>> brackets, leaves = labelled_brackets("(S (NP DT NN ) (VP VBZ ) )")
+        >>> sorted(brackets), leaves
+        ([('NP', 0, 2), ('S', 0, 3), ('VP', 2, 3)], 3)
+    """
+    if not isinstance(tree, str):
+        raise TypeError(f"labelled_brackets: tree must be a string, got {type(tree).__name__}")
+    tokens = _TREE_TOKENS.findall(tree)
+    if not tokens:
+        raise ValueError("labelled_brackets: the tree is empty")
+    if tokens[0] != "(":
+        raise ValueError(f"labelled_brackets: a tree starts with '(' and a label, got {tokens[0]!r}")
+    brackets: Counter[tuple[str, int, int]] = Counter()
+    open_: list[tuple[str, int]] = []    # (label, first leaf) of the constituents not closed yet
+    leaves = 0
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "(":
+            if i + 1 == len(tokens) or tokens[i + 1] in ("(", ")"):
+                raise ValueError(f"labelled_brackets: '(' without a label at token {i}")
+            if not open_ and brackets:
+                raise ValueError(f"labelled_brackets: a second tree starts at token {i}; expected one tree")
+            open_.append((tokens[i + 1], leaves))
+            i += 2
+            continue
+        if token == ")":
+            if not open_:
+                raise ValueError(f"labelled_brackets: ')' at token {i} closes nothing (too many closing brackets)")
+            label, start = open_.pop()
+            if start == leaves:
+                raise ValueError(f"labelled_brackets: the constituent {label!r} closed at token {i} has no leaf")
+            brackets[(label, start, leaves)] += 1
+        elif not open_:
+            raise ValueError(f"labelled_brackets: the leaf {token!r} at token {i} is outside the tree")
+        else:
+            leaves += 1
+        i += 1
+    if open_:
+        raise ValueError(f"labelled_brackets: {len(open_)} constituent(s) not closed (too few closing brackets)")
+    return brackets, leaves
+
+
+def _bracket_totals(hypotheses: Sequence[str], references: Sequence[str], name: str) -> tuple[int, int, int, int]:
+    """``(matched, hypothesis brackets, reference brackets, well-formed hypotheses)`` over the corpus.
+
+    A hypothesis that is not one tree, or whose number of leaves differs from its reference's, is not
+    well-formed: it contributes no bracket (and no match), while its reference's brackets still count.
+    """
+    _check(hypotheses, references, name)
+    matched = n_hyp = n_ref = well_formed = 0
+    for i, (hypothesis, reference) in enumerate(zip(hypotheses, references, strict=True)):
+        try:
+            gold, gold_leaves = labelled_brackets(reference)
+        except ValueError as error:
+            raise ValueError(f"{name}: reference {i} is not a tree: {error}") from None
+        n_ref += gold.total()
+        try:
+            test, test_leaves = labelled_brackets(hypothesis)
+        except ValueError:
+            continue
+        if test_leaves != gold_leaves:
+            continue
+        well_formed += 1
+        n_hyp += test.total()
+        matched += (test & gold).total()    # each reference bracket matches at most once
+    return matched, n_hyp, n_ref, well_formed
+
+
+def _f1(matched: int, n_hyp: int, n_ref: int) -> tuple[float, float, float]:
+    precision = 100.0 * matched / n_hyp if n_hyp else 0.0
+    recall = 100.0 * matched / n_ref if n_ref else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+def bracket_f1(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Corpus labelled-bracket F1 (0 to 100) of linearised trees against their references: evalb's measure.
+
+    Precision is the share of the hypotheses' brackets (:func:`labelled_brackets`) found in their reference,
+    recall the share of the references' brackets found, each bracket matched at most once (a duplicated
+    bracket earns one match); both are summed over the corpus before dividing, as evalb does, and F1 is their
+    harmonic mean. One difference from evalb: evalb skips a sentence whose output cannot be aligned with the
+    reference (not a tree, or a different number of words) and reports it apart; here it counts as an output
+    with no bracket, so a parser cannot gain by failing (:func:`parse_scores` reports their share as well).
+
+    Example:
+        >>> bracket_f1(["(S (NP DT NN ) (VP VBZ ) )"], ["(S (NP DT NN ) (VP VBZ ) )"])
+        100.0
+        >>> round(bracket_f1(["(S (NP DT ) (VP NN VBZ ) )"], ["(S (NP DT NN ) (VP VBZ ) )"]), 2)
+        33.33
+    """
+    return _f1(*_bracket_totals(hypotheses, references, "bracket_f1")[:3])[2]
+
+
+def parse_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
+    """``{"F1", "precision", "recall", "exact", "well-formed"}`` of linearised trees, each 0 to 100.
+
+    ``F1``, ``precision`` and ``recall`` as :func:`bracket_f1` counts them; ``exact`` is :func:`exact_match`
+    (the whole tree right); ``well-formed`` the percentage of hypotheses that are one tree with as many leaves
+    as their reference.
+    """
+    matched, n_hyp, n_ref, well_formed = _bracket_totals(hypotheses, references, "parse_scores")
+    precision, recall, f1 = _f1(matched, n_hyp, n_ref)
+    return {"F1": f1, "precision": precision, "recall": recall, "exact": exact_match(hypotheses, references),
+            "well-formed": 100.0 * well_formed / len(references)}

@@ -1,4 +1,5 @@
-"""One run of notebook 12's grid (Table 3 in miniature), importable so that runs can go to other processes.
+"""Notebook 12's runs (Table 3 in miniature, and the parsing task of Table 4), importable so that runs can go to
+other processes.
 
 Notebook 12 trains variants of a small Transformer, each with several seeds, on notebook 07's
 English-to-German numbers. The runs are independent, so :func:`course_lib.training.parallel.map_in_processes` gives
@@ -14,12 +15,20 @@ functions cannot be imported there), hence this module:
 
 The checkpoints come back to the notebook, which averages them with the learner's own function (an
 exercise) and scores the average with :func:`score_model`.
+
+The parsing task (the paper's section 6.3) is the same recipe on other data: :func:`parse_data` builds a
+generated treebank (:func:`course_lib.data.treebank.make_treebank`) with notebook 07's tokenisers, vocabularies and
+datasets, and :func:`train_parser` trains one parser with :func:`course_lib.training.engine.train` and scores its
+greedy output (:func:`course_lib.generation.decoding.translate`) with
+:func:`course_lib.evaluation.metrics.parse_scores` after each
+training budget of :class:`ParseSettings`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -29,20 +38,24 @@ import torch.nn.functional as F
 from course_lib.data.translation import (
     BPETokenizer,
     NumberCorpus,
+    Pair,
+    SpaceTokenizer,
     TranslationDataset,
     Vocab,
     WordTokenizer,
     make_loader,
     make_number_corpus,
 )
-from course_lib.evaluation.metrics import translation_scores
+from course_lib.data.treebank import Treebank, make_treebank
+from course_lib.evaluation.metrics import parse_scores, translation_scores
 from course_lib.experiments.paper import with_key_size, with_learned_positions
 from course_lib.generation.decoding import translate
 from course_lib.models.transformer import Transformer, count_parameters
 from course_lib.training.engine import label_smoothed_cross_entropy, make_optimizer, make_scheduler, train
 
 __all__ = ["NumberDataRecipe", "NumberData", "number_data", "RunSettings", "build_variant", "score_model",
-           "train_variant"]
+           "train_variant", "TreebankRecipe", "ParseData", "parse_data", "ParseSettings", "build_parser",
+           "max_tree_tokens", "score_parser", "train_parser"]
 
 
 @dataclass(frozen=True)
@@ -189,3 +202,151 @@ def train_variant(changes: Mapping[str, object], seed: int, settings: RunSetting
         checkpoints.append(snapshot())
     return {"final": score_model(model, data, settings.decode_max_len), "checkpoints": checkpoints,
             "seconds": history.seconds, "tokens": history.tokens, "params": count_parameters(model)}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The parsing task (the paper's section 6.3, Table 4)
+# ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TreebankRecipe:
+    """How to build the parsing data: the split sizes, the grammar's nesting depth and the seed of the draw."""
+
+    n_train: int = 4_000
+    n_valid: int = 200
+    n_test: int = 400
+    max_depth: int = 2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ParseData:
+    """The treebank, notebook 07's tokenisers and vocabularies for it, and the numericalised training set."""
+
+    treebank: Treebank
+    src_tokenizer: WordTokenizer
+    tgt_tokenizer: SpaceTokenizer
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    train_set: TranslationDataset
+    max_output: int   # tokens of the longest tree a parser may write (max_tree_tokens of the longest sentence)
+
+
+@functools.lru_cache(maxsize=2)
+def parse_data(recipe: TreebankRecipe) -> ParseData:
+    """Build (once per process, then cached) the parsing task: words in, linearised trees out.
+
+    Deterministic: the same recipe gives the same data in every process. Both vocabularies are built from the
+    training split only.
+    """
+    bank = make_treebank(recipe.n_train, recipe.n_valid, recipe.n_test, recipe.max_depth, recipe.seed)
+    words, trees = WordTokenizer(), SpaceTokenizer()
+    src_vocab = Vocab.build(words.tokenize(p.src) for p in bank.train)
+    tgt_vocab = Vocab.build(trees.tokenize(p.tgt) for p in bank.train)
+    longest = max_tree_tokens(max(len(words.tokenize(p.src)) for p in bank.train + bank.valid + bank.test))
+    return ParseData(bank, words, trees, src_vocab, tgt_vocab,
+                     TranslationDataset(bank.train, words, trees, src_vocab, tgt_vocab), longest)
+
+
+@dataclass(frozen=True)
+class ParseSettings:
+    """One parsing run: the data, the model (``d_model``, ``num_heads``, ``num_layers`` on each side, ``d_ff``,
+    ``dropout``), the recipe (batch size, label ``smoothing``, the warm-up schedule scaled by ``lr_scale``), the
+    training ``budgets`` (the step counts after which the parser is scored, increasing) and the split scored
+    (``"test"`` or ``"valid"``)."""
+
+    data: TreebankRecipe
+    budgets: tuple[int, ...] = (100, 200, 400)
+    d_model: int = 64
+    num_heads: int = 4
+    num_layers: int = 2
+    d_ff: int = 128
+    dropout: float = 0.1
+    smoothing: float = 0.1
+    batch_size: int = 64
+    warmup: int = 100
+    lr_scale: float = 1.0
+    split: str = "test"
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        budgets = list(self.budgets)
+        if not budgets or budgets[0] < 1 or budgets != sorted(set(budgets)):
+            raise ValueError(f"ParseSettings: budgets must be increasing step counts >= 1, got {self.budgets}")
+        if self.split not in ("test", "valid"):
+            raise ValueError(f"ParseSettings: split must be 'test' or 'valid', got {self.split!r}")
+
+
+def build_parser(settings: ParseSettings, data: ParseData) -> Transformer:
+    """The pre-LN encoder-decoder of notebook 07 at the size ``settings`` gives, with positions for the longest
+    output decoding allows (``<bos>`` and :func:`max_tree_tokens` of the longest sentence)."""
+    model = Transformer(len(data.src_vocab), len(data.tgt_vocab), d_model=settings.d_model,
+                        num_heads=settings.num_heads, num_encoder_layers=settings.num_layers,
+                        num_decoder_layers=settings.num_layers, d_ff=settings.d_ff, dropout=settings.dropout,
+                        max_len=data.max_output + 1, norm_first=True)
+    return model.to(settings.device)
+
+
+def max_tree_tokens(words: int) -> int:
+    """How many tokens a parser may write for a sentence of ``words`` words: 5 per word and 5 more.
+
+    The paper let its parser write up to the input's length + 300 tokens. Our bound also grows with the
+    input, with room to spare: no tree of the generated treebank has more than 4 tokens per word plus 4
+    (``tests/test_parsing.py`` checks it), and an output cut at the bound is not a tree.
+    """
+    return 5 * words + 5
+
+
+def score_parser(model: Transformer, data: ParseData, pairs: list[Pair]) -> tuple[dict[str, float], list[str]]:
+    """Parse ``pairs``' sentences greedily and score the trees: ``(parse_scores(...), the output trees)``.
+
+    Sentences of the same length are decoded together, each group up to :func:`max_tree_tokens` tokens (so a
+    model that never writes ``<eos>`` costs little on short sentences). The model is left in eval mode.
+    """
+    hypotheses = [""] * len(pairs)
+    by_length: dict[int, list[int]] = {}
+    for i, pair in enumerate(pairs):
+        by_length.setdefault(len(data.src_tokenizer.tokenize(pair.src)), []).append(i)
+    for words, group in sorted(by_length.items()):
+        trees = translate(model, [pairs[i].src for i in group], data.src_tokenizer, data.src_vocab,
+                          data.tgt_tokenizer, data.tgt_vocab, max_len=max_tree_tokens(words))
+        for i, tree in zip(group, trees, strict=True):
+            hypotheses[i] = tree
+    return parse_scores(hypotheses, [p.tgt for p in pairs]), hypotheses
+
+
+def train_parser(seed: int, settings: ParseSettings) -> dict[str, object]:
+    """Train one parser with ``seed`` and score it after each of ``settings.budgets`` steps.
+
+    One run of :func:`course_lib.training.engine.train` continued budget after budget (the same optimizer, schedule
+    and batch stream: scoring in between changes nothing in the training). Returns ``steps`` (the budgets),
+    ``scores`` (one :func:`course_lib.evaluation.metrics.parse_scores` per budget, on ``settings.split``),
+    ``train_seconds`` (training time up to each budget) and ``parse_seconds`` (each scoring's time),
+    ``hypotheses`` (the last budget's output trees), ``params`` and ``seed``.
+    """
+    from course_lib.runtime import set_seed
+
+    data = parse_data(settings.data)
+    pairs = getattr(data.treebank, settings.split)
+    set_seed(seed)
+    model = build_parser(settings, data)
+    optimizer = make_optimizer(model)
+    scheduler = make_scheduler(optimizer, settings.d_model, warmup=settings.warmup, scale=settings.lr_scale)
+    loader = make_loader(data.train_set, settings.batch_size, seed=seed)
+
+    def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return label_smoothed_cross_entropy(logits, target, settings.smoothing, data.tgt_vocab.pad_id)
+
+    history = None
+    result: dict[str, object] = {"steps": list(settings.budgets), "scores": [], "train_seconds": [],
+                                 "parse_seconds": [], "seed": seed, "params": count_parameters(model)}
+    for budget in settings.budgets:
+        history = train(model, loader, budget - (history.steps if history else 0), optimizer, scheduler,
+                        loss_fn=loss_fn, device=settings.device, progress=False, history=history)
+        start = time.perf_counter()
+        scores, hypotheses = score_parser(model, data, pairs)
+        result["parse_seconds"].append(time.perf_counter() - start)
+        result["scores"].append(scores)
+        result["train_seconds"].append(history.seconds)
+    result["hypotheses"] = hypotheses
+    return result

@@ -15,6 +15,8 @@
   Table 2 (3.3e18 and 2.3e19 FLOPs) and its "3.5 days on 8 P100 GPUs".
 - :data:`PAPER_TABLE2`: the whole of the paper's Table 2, BLEU on newstest2014 beside the training cost, for
   the Transformer and the earlier models it lists.
+- :data:`PAPER_TABLE4` and :data:`PAPER_PARSING`: the paper's Table 4 (English constituency parsing, F1 on
+  section 23 of the Wall Street Journal) and the setting of its section 6.3, for notebook 12's parsing task.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from course_lib.models.positional import LearnedPositionalEmbedding
 __all__ = [
     "Table3Row", "PAPER_TABLE3", "PAPER_BASE_DEV", "KeySizeAttention", "with_key_size", "with_learned_positions",
     "average_weights", "average_checkpoints", "transformer_forward_macs", "training_flops", "P100_FLOPS",
-    "PAPER_TRAINING", "Table2Row", "PAPER_TABLE2",
+    "PAPER_TRAINING", "Table2Row", "PAPER_TABLE2", "Table4Row", "PAPER_TABLE4", "PAPER_PARSING",
 ]
 
 
@@ -258,3 +260,38 @@ PAPER_TABLE2: tuple[Table2Row, ...] = (
     Table2Row("Transformer (big)", 28.4, 41.8, PAPER_TRAINING["big"]["table2_flops"],
               PAPER_TRAINING["big"]["table2_flops"]),
 )
+
+
+@dataclass(frozen=True)
+class Table4Row:
+    """One row of the paper's Table 4: a parser, how it was trained, and its F1 on WSJ section 23."""
+
+    parser: str
+    training: str   # "WSJ only, discriminative", "semi-supervised", "multi-task" or "generative"
+    f1: float
+
+
+#: The paper's Table 4 (figures copied from the table, in its order): English constituency parsing, labelled
+#: F1 on section 23 of the Wall Street Journal part of the Penn Treebank.
+PAPER_TABLE4: tuple[Table4Row, ...] = (
+    Table4Row("Vinyals & Kaiser et al. (2014)", "WSJ only, discriminative", 88.3),
+    Table4Row("Petrov et al. (2006)", "WSJ only, discriminative", 90.4),
+    Table4Row("Zhu et al. (2013)", "WSJ only, discriminative", 90.4),
+    Table4Row("Dyer et al. (2016)", "WSJ only, discriminative", 91.7),
+    Table4Row("Transformer (4 layers)", "WSJ only, discriminative", 91.3),
+    Table4Row("Zhu et al. (2013)", "semi-supervised", 91.3),
+    Table4Row("Huang & Harper (2009)", "semi-supervised", 91.3),
+    Table4Row("McClosky et al. (2006)", "semi-supervised", 92.1),
+    Table4Row("Vinyals & Kaiser et al. (2014)", "semi-supervised", 92.1),
+    Table4Row("Transformer (4 layers)", "semi-supervised", 92.7),
+    Table4Row("Luong et al. (2015)", "multi-task", 93.0),
+    Table4Row("Dyer et al. (2016)", "generative", 93.3),
+)
+
+#: Section 6.3's setting: the model, the data, and the decoding the paper used for Table 4.
+PAPER_PARSING: Mapping[str, object] = {
+    "num_layers": 4, "d_model": 1024,
+    "wsj_sentences": 40_000, "semi_supervised_sentences": 17_000_000,
+    "vocab_wsj": 16_000, "vocab_semi_supervised": 32_000,
+    "beam_size": 21, "length_penalty": 0.3, "max_output": "input length + 300",
+}
