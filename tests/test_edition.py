@@ -559,7 +559,7 @@ def test_the_search_and_the_ast_comparison_find_answers_planted_in_a_copy(small_
     """The tests above can fail: the self-study modules put back into a copy of the edition are found."""
     planted = tmp_path / "planted"
     shutil.copytree(small_edition, planted)
-    for name in ("basics.py", "positional.py"):
+    for name in ("models/softmax.py", "models/positional.py"):
         shutil.copyfile(ROOT / "course_lib" / name, planted / "course_lib" / name)
     with pytest.raises(AssertionError, match="graded part course_lib.models.softmax.stable_softmax"):
         _assert_no_answers(planted, course_exercises())
