@@ -50,6 +50,16 @@ FAST_NOTEBOOKS = ["00_welcome"]
 #: Every notebook of the course, run unsolved in the class edition (slow tests, ``COURSE_SMOKE=1``: the training
 #: loops shortened, as the site's CI build runs them).
 RUN_NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+#: Known gaps of the class edition (issue 32, open): notebook 10's generation now runs through the attention
+#: module's own key/value cache, which PyTorch's multi-head attention (the edition's stand-in) does not take;
+#: notebook 13's rotary embeddings need notebook 03's frequencies, which the edition withholds. Each must fail
+#: (strict), so that the day it runs the marker has to go.
+EDITION_GAPS = {
+    "10_language_model": "generation calls MultiHeadAttention(cache=...), which the PyTorch-backed stand-in lacks",
+    "13_todays_models": "RoPE needs sinusoidal_frequencies, withheld with notebook 03's answer",
+}
+RUN_PARAMS = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=EDITION_GAPS[name]))
+              if name in EDITION_GAPS else name for name in RUN_NOTEBOOKS]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -476,7 +486,7 @@ def recorded_edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", RUN_NOTEBOOKS)
+@pytest.mark.parametrize("name", RUN_PARAMS)
 def test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib(recorded_edition: Path, name: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from course_lib.exercises.execute import check_statuses, execute_notebook

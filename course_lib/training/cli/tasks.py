@@ -372,4 +372,6 @@ NOTEBOOK_MODELS: dict[str, str] = {
     "12_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
                             "d_k, num_layers, d_model, d_ff, dropout, smoothing, positions=learned); "
                             "course_lib.experiments.ablation.train_variant runs the notebook's grid",
+    "13_todays_models": "eight small Llama-layout language models (RMSNorm, SwiGLU, RoPE, GQA): in the notebook "
+                        "(300 steps each, on the engine); no task of the command line trains this layout yet",
 }
