@@ -86,6 +86,9 @@ SAMPLED_TESTS = {
     # Each solved notebook executed with nbclient (smoke mode); every reference passes its check in the fast
     # tier, and nbval runs every notebook with the course's own code in full.
     "tests/test_notebook_versions.py::test_solved_version_passes_every_check": 1 / 3,
+    # Each notebook of the class edition recorded and then run unsolved (smoke mode): only the sampled ones are
+    # recorded (tests/test_edition.py, recorded_edition), so the sample saves both executions (~370 s in all, idle).
+    "tests/test_edition.py::test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib": 1 / 3,
 }
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT
+from site_cache import load_build_site
 
 _spec = importlib.util.spec_from_file_location("update_api_record", ROOT / "tools" / "update_api_record.py")
 api_tool = importlib.util.module_from_spec(_spec)
@@ -103,6 +104,9 @@ def test_pdoc_builds_the_reference_without_warnings(tmp_path: Path, docformat: s
         html = page.read_text(encoding="utf-8")
         missing += [f"{module_name}.{n}" for n in names if n != "__version__" and f'id="{n}"' not in html]
     assert not missing, f"public names without an entry in the API reference: {missing}"
+    if docformat == "restructuredtext":  # `python -m pdoc`'s default: the site's reference, built once per run
+        build_site = load_build_site()
+        build_site.store_api_reference(tmp_path, build_site.default_cache())
 
 
 # --- docstrings ------------------------------------------------------------------------------------------------

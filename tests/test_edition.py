@@ -58,6 +58,7 @@ EDITION_GAPS = {
     "10_language_model": "generation calls MultiHeadAttention(cache=...), which the PyTorch-backed stand-in lacks",
     "13_todays_models": "RoPE needs sinusoidal_frequencies, withheld with notebook 03's answer",
 }
+RUN_TEST = "test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib"
 RUN_PARAMS = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=EDITION_GAPS[name]))
               if name in EDITION_GAPS else name for name in RUN_NOTEBOOKS]
 
@@ -474,14 +475,25 @@ def test_no_callable_of_the_edition_computes_a_graded_result_except_through_pyto
             "decoder_layer", "mean_pool"} <= wrapped
 
 
+def _notebooks_to_record(session: pytest.Session) -> list[str]:
+    """The notebooks this session runs in the edition: the parameters of the run test that were not sampled
+    out (tests/conftest.py, SAMPLED_TESTS), or every notebook when none of them runs (``make test-all`` and a
+    run of the whole file record and run all)."""
+    chosen = {item.callspec.params["name"] for item in session.items
+              if getattr(item, "originalname", "") == RUN_TEST and hasattr(item, "callspec")}
+    return [name for name in RUN_NOTEBOOKS if name in chosen] or RUN_NOTEBOOKS
+
+
 @pytest.fixture(scope="module")
-def recorded_edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The class edition of every notebook, their lessons' calls recorded (runs each notebook once, in smoke
-    mode: the edition's notebooks then run in smoke mode too, and make the same calls)."""
+def recorded_edition(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The class edition of the notebooks this session runs, their lessons' calls recorded (runs each notebook
+    once, in smoke mode: the edition's notebooks then run in smoke mode too, and make the same calls). Under
+    ``make test`` that is the day's sample of the notebooks; recording only those halves the edition's share
+    of CI's time, and ``make test-all`` records and runs them all."""
     out = tmp_path_factory.mktemp("class") / "edition"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COURSE_SMOKE", "1")
-        build_edition(out, [ROOT / "notebooks" / f"{n}.ipynb" for n in RUN_NOTEBOOKS])
+        build_edition(out, [ROOT / "notebooks" / f"{n}.ipynb" for n in _notebooks_to_record(request.session)])
     return out
 
 

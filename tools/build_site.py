@@ -132,12 +132,34 @@ def executed_notebooks(cache: Path, smoke: bool, timeout: int) -> list[tuple[Pat
     return pairs
 
 
-def api_reference(cache: Path) -> Path:
-    """The pdoc build of course_lib's public modules (docs/instructors.md's command), cached on course_lib."""
+def api_cache_folder(cache: Path) -> Path:
+    """Where the pdoc build of this course_lib (and this pdoc) is cached: keyed on every course_lib source."""
     digest = hashlib.sha256(f"v{CACHE_VERSION} pdoc {metadata.version('pdoc')}".encode())
     for chunk in _tree_bytes(ROOT / "course_lib", "*.py"):
         digest.update(chunk)
-    folder = cache / f"api-{digest.hexdigest()[:20]}"
+    return cache / f"api-{digest.hexdigest()[:20]}"
+
+
+def store_api_reference(built: Path, cache: Path) -> Path:
+    """Put a pdoc build (pdoc's default docformat, every public module) into the cache, its dead links unlinked.
+
+    ``tests/test_docs.py`` builds the same reference to check it and hands its build here, so that ``make test``
+    runs pdoc once, not once for the test and again for the site.
+    """
+    folder = api_cache_folder(cache)
+    partial = folder.with_suffix(".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(built, partial)
+    for page in partial.rglob("*.html"):
+        page.write_text(unlink_missing_fragments(page.read_text(encoding="utf-8")), encoding="utf-8")
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.replace(folder)
+    return folder
+
+
+def api_reference(cache: Path) -> Path:
+    """The pdoc build of course_lib's public modules (docs/instructors.md's command), cached on course_lib."""
+    folder = api_cache_folder(cache)
     if folder.exists():
         print("build_site: API reference: cached", flush=True)
         return folder
@@ -145,13 +167,13 @@ def api_reference(cache: Path) -> Path:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     modules = subprocess.run([sys.executable, str(ROOT / "tools" / "update_api_record.py"), "--modules"],
                              check=True, capture_output=True, text=True, env=env).stdout.split()
-    partial = folder.with_suffix(".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pdoc", *modules, "-o", str(partial)], check=True, env=env)
-    for page in partial.rglob("*.html"):
-        page.write_text(unlink_missing_fragments(page.read_text(encoding="utf-8")), encoding="utf-8")
-    partial.replace(folder)
-    return folder
+    built = cache / "api-build"
+    shutil.rmtree(built, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pdoc", *modules, "-o", str(built)], check=True, env=env)
+    try:
+        return store_api_reference(built, cache)
+    finally:
+        shutil.rmtree(built, ignore_errors=True)
 
 
 def unlink_missing_fragments(html: str) -> str:
