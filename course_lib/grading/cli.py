@@ -262,7 +262,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--regrade-student", action="append", default=[], metavar="ID",
                         help="grade this student's submission again even if unchanged (repeatable)")
     parser.add_argument("--allow-module", action="append", default=[],
-                        help="a further module exercise cells may import (repeatable)")
+                        help="a further module exercise cells may import, its package then shown in the sandbox, "
+                             "which holds only the course's dependencies otherwise (repeatable)")
     parser.add_argument("--no-policy", action="store_true",
                         help="skip the static policy (NOT for real grading: runtime defences only)")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",

@@ -66,6 +66,7 @@ class Limits:
     disk_mb: int = 64
     sandbox: bool = True
     cpu_share: float = 1.0  # CPUs a sandbox may use, where the host lets the grader set cgroup cpu.max
+    modules: tuple[str, ...] = ()  # --allow-module: modules whose packages the sandbox shows beside the course's
 
     def runner_limits(self) -> dict[str, int]:
         """The rlimits the runner sets on itself: address space leaves room for torch's mapped libraries."""
@@ -232,7 +233,7 @@ class _Grading:
             if limits.sandbox else None
         read_end, write_end = os.pipe()
         os.set_blocking(write_end, False)
-        build = (lambda fd: group.wrap(command(lib, job, limits.disk_mb, fd, read_end))) if group else (
+        build = (lambda fd: group.wrap(command(lib, job, limits.disk_mb, fd, read_end, limits.modules))) if group else (
             lambda fd: unsandboxed_command(lib, job, fd, read_end))
         try:
             run = SandboxRun(build, max_frame=MAX_FRAME, max_total=4 * MAX_FRAME, work=work, keep=read_end)

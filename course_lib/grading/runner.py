@@ -75,7 +75,7 @@ class GradeConfig:
 
     def limits(self) -> Limits:
         return Limits(self.cell_timeout, self.total_timeout, self.memory_mb, self.startup_timeout, self.disk_mb,
-                      self.sandbox, self.cpu_share)
+                      self.sandbox, self.cpu_share, tuple(self.extra_modules))
 
 @dataclass
 class ExerciseResult:

@@ -83,18 +83,28 @@ def python_roots() -> list[str]:
 @dataclass(frozen=True)
 class PythonLayout:
     """Where the sandbox finds Python: folders to bind ``(host, inside)``, the interpreter's path inside, the
-    package folders its runner adds (``site.addsitedir``) and the environment the interpreter needs."""
+    package folders its runner adds (``site.addsitedir``), the environment the interpreter needs, and every
+    package folder ``(host, inside)`` whose contents the sandbox shows only in part (:func:`package_mounts`)."""
 
     binds: list[tuple[str, str]]
     executable: str
     site_dirs: list[str]
     env: dict[str, str]
+    packages: list[tuple[str, str]]
 
 
 def _host_paths_layout() -> PythonLayout:
     """Every Python folder bound at its own path: for an installation that cannot move (see below)."""
     sites = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
-    return PythonLayout([(r, r) for r in python_roots()], sys.executable, sites, {})
+    packages = sorted({(d, d) for d in (*sites, *_base_package_dirs()) if os.path.isdir(d)})
+    return PythonLayout([(r, r) for r in python_roots()], sys.executable, sites, {}, packages)
+
+
+def _base_package_dirs() -> list[str]:
+    """The base installation's own package folders: hidden from a virtual environment's interpreter, but on
+    the disk the sandbox binds (``pip install --user`` aside, where a machine-wide ``transformers`` would be)."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    return sorted({os.path.realpath(sysconfig.get_paths(vars=base)[key]) for key in ("purelib", "platlib")})
 
 
 def python_layout() -> PythonLayout:
@@ -113,31 +123,56 @@ def python_layout() -> PythonLayout:
     if base.startswith("/usr") or not interpreter.startswith(base.rstrip("/") + "/"):
         return _host_paths_layout()
     inside_base = f"{PYTHON}/base"
-    binds, sites = [(base, inside_base)], []
+    binds, sites, packages = [(base, inside_base)], [], []
     for number, site_dir in enumerate(sorted({os.path.realpath(sysconfig.get_paths()[key])
                                               for key in ("purelib", "platlib")})):
         if site_dir.startswith(base.rstrip("/") + "/"):  # no virtual environment: the base holds the packages
             sites.append(inside_base + site_dir[len(base):])
         else:
-            binds.append((site_dir, f"{PYTHON}/site-packages-{number}"))
             sites.append(f"{PYTHON}/site-packages-{number}")
+        packages.append((site_dir, sites[-1]))
+    for site_dir in _base_package_dirs():  # a virtual environment's base: its packages shown in part too
+        if site_dir.startswith(base.rstrip("/") + "/") and os.path.isdir(site_dir) \
+                and site_dir not in {host for host, _ in packages}:
+            packages.append((site_dir, inside_base + site_dir[len(base):]))
     env = {"LD_LIBRARY_PATH": f"{inside_base}/lib"} if os.path.isdir(os.path.join(base, "lib")) else {}
-    return PythonLayout(binds, inside_base + interpreter[len(base):], sites, env)
+    return PythonLayout(binds, inside_base + interpreter[len(base):], sites, env, packages)
 
 
-def _masks(roots: list[str]) -> list[str]:
-    """An empty tmpfs over any real ``course_lib`` that a mounted root would otherwise show."""
+def package_mounts(packages: list[tuple[str, str]], extra_modules: tuple[str, ...] = ()) -> list[str]:
+    """bwrap arguments that show each package folder with only the packages the course needs in it: an empty,
+    read-only tmpfs at its place, and in it, bound read-only one by one, the entries of the distributions that
+    :func:`course_lib.grading.packages.visible_entries` names. Any other library installed there (Hugging
+    Face's ``transformers``, whose functions are notebook 13's answers) is absent from the sandbox."""
+    from .packages import visible_entries
+
+    args: list[str] = []
+    for host, inside in packages:
+        args += ["--tmpfs", inside]
+        for entry in visible_entries(host, extra_modules):
+            args += ["--ro-bind", os.path.join(host, entry), f"{inside}/{entry}"]
+        args += ["--remount-ro", inside]
+    return args
+
+
+def _masks(roots: list[str], packages: list[tuple[str, str]] = ()) -> list[str]:
+    """An empty tmpfs over any real ``course_lib`` that a mounted root would otherwise show (one installed in a
+    package folder is absent already: :func:`package_mounts` shows only the course's dependencies there)."""
     import course_lib
 
     real = str(Path(course_lib.__file__).resolve().parent)
+    if any(real.startswith(host.rstrip("/") + "/") for host, _ in packages):
+        return []
     for host, inside in roots:
         if real.startswith(host.rstrip("/") + "/"):
             return ["--tmpfs", inside + real[len(host):]]
     return ["--tmpfs", real] if real.startswith("/usr/") else []
 
 
-def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int) -> list[str]:
-    """The bwrap command line that runs the sandbox's runner (see the module docstring)."""
+def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int,
+            extra_modules: tuple[str, ...] = ()) -> list[str]:
+    """The bwrap command line that runs the sandbox's runner (see the module docstring); ``extra_modules``:
+    the instructor's ``--allow-module`` names, whose distributions the sandbox then shows too."""
     layout = python_layout()
     env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "PYTHONPATH": LIB, "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -152,7 +187,8 @@ def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int) -> 
     args += ["--size", str(disk_mb << 20), "--tmpfs", WORK]
     for host, inside in layout.binds:
         args += ["--ro-bind", host, inside]
-    args += _masks(layout.binds)
+    args += package_mounts(layout.packages, extra_modules)
+    args += _masks(layout.binds, layout.packages)
     args += ["--ro-bind", str(lib), LIB, "--ro-bind", str(job), JOB, "--proc", "/proc", "--dev", "/dev",
              "--size", str(1 << 20), "--tmpfs", "/dev/shm",
              "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
