@@ -175,3 +175,69 @@ def test_key_size_is_an_option_of_multi_head_attention() -> None:
     assert isinstance(old, MultiHeadAttention) and old.d_k == 2
     with pytest.raises(ValueError, match="d_k=2"):
         mha.to_torch()
+
+
+# ------------------------------------------------------------------------------------------------
+# Generation past the context: a sliding-window model's rolling cache; learned positions refuse
+# ------------------------------------------------------------------------------------------------
+
+def _windowed_llama(window: int | None = 4):
+    from course_lib.models.llama import Llama
+
+    torch.manual_seed(6)
+    return Llama(vocab_size=40, d_model=32, num_heads=4, num_layers=2, num_kv_heads=2, max_len=8, window=window).eval()
+
+
+def test_generate_runs_a_sliding_window_model_past_max_len_with_constant_memory() -> None:
+    """A context of 8, a window of 4, 2 layers: 40 new tokens (5 x max_len). Every step's logits, as generate's
+    cached path computed them, equal an uncached forward over the tokens the window chain reaches (2 x 3 + 1 = 7)
+    and over the whole text (<= 1e-5); the caches' bytes stop growing once the window is full."""
+    from course_lib.generation.sampling import generate
+
+    model, window, new = _windowed_llama(), 4, 40
+    prompt = torch.randint(0, 40, (2, 3), generator=torch.Generator().manual_seed(0))
+    steps: list[torch.Tensor] = []   # the last position's logits of every forward call, (batch, vocab)
+    nbytes: list[int] = []           # the caches' bytes after every call
+
+    def record(module, args, kwargs, output) -> None:
+        steps.append(output[:, -1])
+        nbytes.append(sum(c.nbytes for c in (args[1] if len(args) > 1 else kwargs["cache"])))
+
+    handle = model.register_forward_hook(record, with_kwargs=True)
+    try:
+        text = generate(model, prompt, new, temperature=0.9, generator=torch.Generator().manual_seed(1))
+    finally:
+        handle.remove()
+    assert text.shape == (2, 3 + new) and text.shape[1] > 5 * model.max_len
+    assert len(steps) == new
+    reach = 2 * (window - 1) + 1
+    with torch.no_grad():
+        full = model(text)  # (2, 43, vocab): one pass, every query masked to its window
+        for i, logits in enumerate(steps):
+            seen = 3 + i  # the tokens before the one this step chose
+            torch.testing.assert_close(logits, model(text[:, max(0, seen - reach):seen])[:, -1], atol=ATOL, rtol=0)
+            torch.testing.assert_close(logits, full[:, seen - 1], atol=ATOL, rtol=0)
+    per_position = 2 * 2 * (32 // 4) * 4 * 2  # keys and values x 2 kv heads x d_k x float32 bytes x batch 2
+    assert nbytes[0] == 2 * 3 * per_position  # 2 layers x the prompt's 3 positions
+    assert nbytes[1:] == [2 * window * per_position] * (new - 1)  # 2 layers x window positions, from step 2 on
+    # the uncached path reads the same reach and writes the same text
+    again = generate(model, prompt, new, temperature=0.9, generator=torch.Generator().manual_seed(1), use_cache=False)
+    assert torch.equal(again, text)
+
+
+def test_generate_past_max_len_refuses_a_cache_that_keeps_every_position() -> None:
+    """Learned positions (the GPT) and full attention (a Llama without a window) stop at max_len, naming the
+    argument, the limit and the value; within it, or uncached, they generate."""
+    from course_lib.generation.sampling import generate
+
+    gpt = GPT(30, d_model=16, num_heads=2, num_layers=1, max_len=8).eval()
+    prompt = torch.randint(0, 30, (1, 3))
+    with pytest.raises(ValueError, match=r"generate: prompt \(3 tokens\) \+ max_new_tokens \(10\) = 13 exceed "
+                                         r"max_len=8, the context GPT was built for .*at most max_new_tokens=5"):
+        generate(gpt, prompt, 10)
+    assert generate(gpt, prompt, 5, temperature=0).shape == (1, 8)
+    assert generate(gpt, prompt, 10, temperature=0, use_cache=False).shape == (1, 13)
+    with pytest.raises(ValueError, match=r"= 12 exceed max_len=8, the context Llama was built for.*Llama\(window=W\)"):
+        generate(_windowed_llama(window=None), prompt, 9)
+    with pytest.raises(ValueError, match=r"a prompt of at most 8 tokens"):
+        generate(gpt, torch.randint(0, 30, (1, 9)), 1)

@@ -549,10 +549,11 @@ def test_list_and_help_name_every_notebook_that_trains_a_model(capsys) -> None:
             assert task in TASKS, how
     code, out, _ = _main(capsys, "--list")
     assert code == 0 and all(notebook in out for notebook in NOTEBOOK_MODELS) and "course-train lm" in out
+    assert "course-train llama" in out and "course-train llama" in NOTEBOOK_MODELS["13_todays_models"]
     with pytest.raises(SystemExit):
         _main(capsys, "--help")
     helped = capsys.readouterr().out
-    assert all(name in helped for name in ("lm", "bert", "10_language_model", "11_bert"))
+    assert all(name in helped for name in ("lm", "bert", "llama", "10_language_model", "11_bert", "13_todays_models"))
 
 
 def test_lm_task_trains_notebook_10s_gpt_and_scores_the_validation_perplexity(tmp_path, capsys) -> None:
@@ -618,3 +619,98 @@ def test_translate_task_trains_notebook_12s_key_size_and_learned_positions(tmp_p
     d_model = load_config("translate", quick=True)["d_model"]
     assert state["encoder.layers.0.self_attn.w_q.weight"].shape == (2 * 4, d_model)  # 2 heads x d_k = 4
     assert "positional.embedding.weight" in state
+
+
+# ------------------------------------------------------------------------------------------------
+# Notebook 13's Llama-layout language model: one process, exact resume, errors, two processes (slow)
+# ------------------------------------------------------------------------------------------------
+
+def _losses(out: Path) -> list[float]:
+    return [float(row.split(",")[1]) for row in (out / "metrics.csv").read_text().splitlines()[1:]]
+
+
+def test_llama_task_trains_notebook_13s_model_and_weighs_its_cache(tmp_path, capsys) -> None:
+    """RMSNorm, SwiGLU, RoPE and grouped-query attention through the one engine: the quick model has 2 query heads
+    sharing 1 key/value head of d_k = 16 in 1 layer, so its cache holds 2 x 1 x 1 x 16 x 4 = 128 bytes a token."""
+    from course_lib.training.cli.tasks import LLAMA_QUICK
+
+    code, out, err = _main(capsys, "llama", "--quick", "--device", "cpu", "--no-progress", "--steps", "20",
+                           "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    assert "2 query heads, 1 key/value head(s)" in out
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    untrained = LLAMA_QUICK["vocab_size"]  # the perplexity of a uniform guess
+    assert result["task"] == "llama" and result["steps"] == 20 and 1 < result["valid_perplexity"] < untrained
+    assert result["kv_cache_bytes_per_token"] == 2 * 1 * 1 * 16 * 4
+    losses = _losses(tmp_path / "run")
+    assert len(losses) == 20 and losses[-1] < losses[0]
+    state = load_checkpoint(checkpoint_path(tmp_path / "run" / "checkpoints", 20))["model"]
+    assert state["layers.0.self_attn.w_q.weight"].shape == (2 * 16, 32)   # 2 query heads
+    assert state["layers.0.self_attn.w_k.weight"].shape == (1 * 16, 32)   # 1 shared key/value head
+    assert "layers.0.feed_forward.w_gate.weight" in state and "norm.weight" in state and "norm.bias" not in state
+    assert not any("position" in name for name in state)  # positions live in the rotations
+
+
+def test_llama_task_resumed_equals_an_uninterrupted_run(tmp_path, capsys) -> None:
+    """6 steps at once against 3 steps, then --resume to 6 (the warm-up-then-constant schedule lets steps grow):
+    the same parameters bit for bit and the same losses; the optimizer, schedule, data position and generators
+    all come back from the checkpoint. (A sliding window and interleaved RoPE, to carry those keys too.)"""
+    args = ("llama", "--quick", "--device", "cpu", "--no-progress", "--checkpoint-every", "3", "--set", "window=8",
+            "--set", "rope_layout=interleaved")
+    assert _main(capsys, *args, "--steps", "6", "--out", str(tmp_path / "whole"))[0] == 0
+    assert _main(capsys, *args, "--steps", "3", "--out", str(tmp_path / "parts"))[0] == 0
+    code, out, err = _main(capsys, *args, "--steps", "6", "--out", str(tmp_path / "parts"), "--resume")
+    assert code == 0 and "resuming from" in out and "(step 3)" in out, err
+    whole, parts = (_final_parameters(tmp_path / name, 6) for name in ("whole", "parts"))
+    assert whole.keys() == parts.keys() and all(torch.equal(whole[name], parts[name]) for name in whole)
+    assert _losses(tmp_path / "whole") == _losses(tmp_path / "parts") and len(_losses(tmp_path / "whole")) == 6
+    untrained = load_checkpoint(checkpoint_path(tmp_path / "parts" / "checkpoints", 3))["model"]
+    assert not torch.equal(untrained["lm_head.weight"], parts["lm_head.weight"])  # the resumed steps trained
+    code, _, err = _main(capsys, *args, "--steps", "6", "--out", str(tmp_path / "parts"), "--resume",
+                         "--set", "num_kv_heads=2")
+    assert code == 2 and "num_kv_heads=1 there, 2 now" in _one_error_line(err)
+
+
+@pytest.mark.parametrize("settings, message", [
+    (["window=-4"], "window must be >= 0 (0: full causal attention), got -4"),
+    (["rope_layout=complex"], "rope_layout must be one of 'half', 'interleaved', got 'complex'"),
+    (["num_kv_heads=3"], "llama: GroupedQueryAttention: num_kv_heads=3 must divide num_heads=2"),
+])
+def test_llama_configuration_errors_are_one_line_exit_2(tmp_path, capsys, settings, message) -> None:
+    extra = [item for setting in settings for item in ("--set", setting)]
+    code, _, err = _main(capsys, "llama", "--quick", "--device", "cpu", "--no-progress", *extra,
+                         "--out", str(tmp_path / "run"))
+    assert code == 2 and message in _one_error_line(err)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+@pytest.mark.slow
+def test_llama_on_two_processes_equals_one_process_with_the_double_batch(tmp_path) -> None:
+    """torchrun, DDP, gloo: notebook 13's model (multi-query, a sliding window) on 2 processes with batch 4 each
+    against 1 process with batch 8: the same parameters within 1e-5 and the same logged losses."""
+    from course_lib.models.llama import Llama
+
+    config = dict(steps=8, checkpoint_every=4, window=8)
+    for name, batch in (("one", 8), ("two", 4)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({**config, "batch_size": batch}))
+    one_process = subprocess.Popen(_command("llama", tmp_path / "one.json", tmp_path / "one", "--quick"), env=_env(),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    two = subprocess.run(_torchrun(_command("llama", tmp_path / "two.json", tmp_path / "two", "--quick")), env=_env(),
+                         capture_output=True, text=True, timeout=600)
+    assert two.returncode == 0, two.stderr[-3000:]
+    assert one_process.wait() == 0, one_process.stderr.read()[-3000:]
+    assert json.loads((tmp_path / "two" / "result.json").read_text())["processes"] == 2
+    one, two_params = _final_parameters(tmp_path / "one", 8), _final_parameters(tmp_path / "two", 8)
+    for name in one:
+        torch.testing.assert_close(two_params[name], one[name], rtol=0, atol=1e-5, msg=name)
+    models = []
+    for params in (one, two_params):
+        model = Llama(params["token_embedding.weight"].shape[0], d_model=32, num_heads=2, num_kv_heads=1,
+                      num_layers=1, max_len=32, window=8).eval()
+        model.load_state_dict(params)
+        models.append(model)
+    tokens = torch.randint(0, models[0].vocab_size, (3, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(models[1](tokens), models[0](tokens), rtol=0, atol=1e-5)
+    assert np.allclose(_losses(tmp_path / "one"), _losses(tmp_path / "two"), rtol=1e-5)
+    assert len(_losses(tmp_path / "one")) == 8

@@ -23,6 +23,13 @@ layer): :func:`generate` calls the model's own forward, ``model(new_tokens, cach
 uncached logits are computed by the same code. :func:`attend_with_cache` is notebook 10's exercise: one
 attention step with the cache written out as tensors.
 
+**Past the context.** A cache that keeps every position grows with the text, and a model with learned positions
+(notebook 10's GPT) has none beyond ``max_len``: :func:`generate` refuses to run its cached path further. A model
+whose attention looks back over a sliding window (Mistral's; ``Llama(window=W)``, notebook 13) gets a *rolling*
+cache from ``make_cache()`` (:class:`course_lib.models.kv_cache.SlidingWindowCache`, the last ``W - 1`` positions
+and the new one), and rotary positions have no table that ends: its memory stays constant and generation goes on
+as long as asked, with the logits of a full pass over the whole text.
+
 Shapes: cached keys and values (batch, num_heads, seq_so_far, d_k); logits (batch, vocab).
 """
 
@@ -267,9 +274,29 @@ def _check_generate_inputs(model: nn.Module, prompt: torch.Tensor, max_new_token
         raise ValueError(f"generate: prompt must have shape (batch, prompt_len >= 1), got "
                          f"{tuple(getattr(prompt, 'shape', ())) or type(prompt).__name__}")
     check_positive_ints("generate", minimum=0, max_new_tokens=max_new_tokens)
-    if use_cache and prompt.shape[1] + max_new_tokens > model.max_len:
-        raise ValueError(f"generate: prompt ({prompt.shape[1]}) + max_new_tokens ({max_new_tokens}) exceed "
-                         f"max_len={model.max_len}; use a shorter prompt or use_cache=False (a sliding window)")
+    total = prompt.shape[1] + max_new_tokens
+    if use_cache and _reach(model) is None and total > model.max_len:
+        room = (f"at most max_new_tokens={model.max_len - prompt.shape[1]}" if prompt.shape[1] <= model.max_len
+                else f"a prompt of at most {model.max_len} tokens")
+        raise ValueError(f"generate: prompt ({prompt.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) = {total} "
+                         f"exceed max_len={model.max_len}, the context {type(model).__name__} was built for (its "
+                         f"cache keeps every position); ask for {room}, pass use_cache=False (each step then reads "
+                         f"the last max_len tokens), or use a model with a sliding window (Llama(window=W): its "
+                         f"rolling cache runs past max_len)")
+
+
+def _reach(model: nn.Module) -> int | None:
+    """How many of the latest tokens the next token's logits depend on, for a model whose caches roll (every
+    layer's ``make_cache()`` entry a :class:`~course_lib.models.kv_cache.SlidingWindowCache`); None otherwise.
+
+    Each layer looks ``window - 1`` positions further back than the one below it, so after ``L`` layers the
+    last position has read ``L (window - 1) + 1`` tokens: the full pass over those equals the full pass over the
+    whole text. (A cache's window may exceed its attention's; the reach is then an upper bound, still exact.)"""
+    make_cache = getattr(model, "make_cache", None)
+    caches = make_cache() if callable(make_cache) else None
+    if not caches or not all(isinstance(c, kv_cache.SlidingWindowCache) for c in caches):
+        return None
+    return sum(c.window - 1 for c in caches) + 1
 
 
 @torch.no_grad()
@@ -279,19 +306,28 @@ def generate(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, temper
     """Continue ``prompt`` (batch, prompt_len) by ``max_new_tokens`` tokens; returns (batch, prompt_len + new).
 
     With ``use_cache`` the model's own forward runs with its key/value caches (``model.make_cache()``): the
-    prompt once, then only the newest token each step (prompt + new tokens must fit in ``max_len``). Without
-    it each step reruns the model on the whole sequence (its last ``max_len`` tokens).
+    prompt once, then only the newest token each step. Prompt + new tokens must fit in ``max_len`` unless the
+    model's caches roll (a sliding-window model: memory bounded by the window, no limit on the length). Without
+    it each step reruns the model on the latest tokens: its last ``max_len`` (a sliding-window model: the
+    ``num_layers (window - 1) + 1`` its last position reads, so both paths give the same logits).
+
+    Example (a sliding window of 4 over a context of 8; 20 new tokens):
+        >>> from course_lib.models.llama import Llama
+        >>> lm = Llama(vocab_size=30, d_model=16, num_heads=2, num_layers=2, max_len=8, window=4).eval()
+        >>> generate(lm, torch.zeros(1, 3, dtype=torch.long), 20, temperature=0).shape
+        torch.Size([1, 23])
     """
     _check_generate_inputs(model, prompt, max_new_tokens, use_cache)
     was_training = model.training
     model.eval()
     cache = model.make_cache() if use_cache else None
+    context = (_reach(model) or model.max_len) if not use_cache else None  # the uncached path's tokens
     tokens, next_input = prompt, prompt
     for _ in range(max_new_tokens):
         if use_cache:
             logits = model(next_input, cache=cache)  # (batch, new, vocab): the new positions only
         else:
-            logits = model(tokens[:, -model.max_len:])  # (batch, seq, vocab)
+            logits = model(tokens[:, -context:])  # (batch, min(seq, context), vocab)
         next_token = sample_next_token(logits[:, -1], temperature, top_k, top_p, generator)  # (batch,)
         next_input = next_token[:, None]  # (batch, 1)
         tokens = torch.cat([tokens, next_input], dim=1)

@@ -1,4 +1,4 @@
-"""Train the course's models from the command line: ``course-train translate|vit``.
+"""Train the course's models from the command line: ``course-train translate|vit|lm|bert|llama``.
 
 The notebooks' models with the notebooks' configurations, through ``course_lib`` (the same ``Transformer``,
 ``VisionTransformer``, loss, schedule and training engine, :func:`course_lib.training.engine.train`), on one
@@ -18,7 +18,8 @@ Pieces, each a small module:
 - :mod:`course_lib.training.cli.data`: :class:`ShardedBatches`, a resumable stream of batches sharded across
   processes by ``DistributedSampler``.
 - :mod:`course_lib.training.cli.distributed`: process group and device from ``torchrun``'s environment.
-- :mod:`course_lib.training.cli.tasks`: what to train (``translate``, ``vit``); register a new task in ``TASKS``.
+- :mod:`course_lib.training.cli.tasks`: what to train (``translate``, ``vit``, ``lm``, ``bert``, ``llama``); register
+  a new task in ``TASKS``.
 - :mod:`course_lib.training.cli.cli`: the command line.
 
 See docs/scaling.md ("when one laptop is not enough").

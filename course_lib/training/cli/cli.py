@@ -2,8 +2,8 @@
 
 Usage::
 
-    course-train translate|vit|lm|bert [--config FILE.json|FILE.toml] [--steps N] [--batch-size B] [--accumulate K]
-                               [--out DIR] [--resume | --force] [--quick] [--checkpoint-every C]
+    course-train translate|vit|lm|bert|llama [--config FILE.json|FILE.toml] [--steps N] [--batch-size B]
+                               [--accumulate K] [--out DIR] [--resume | --force] [--quick] [--checkpoint-every C]
                                [--set KEY=VALUE ...] [--device cpu|cuda|mps]
     torchrun --nproc_per_node N -m course_lib.training.cli vit ...     # the same run on N processes (DDP)
     course-train --list        # every notebook that trains a model, and the task that trains it

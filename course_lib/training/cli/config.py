@@ -27,7 +27,8 @@ __all__ = ["ConfigError", "load_config", "read_config_file", "quick_requested"]
 
 # Keys whose value must be one of a few words (the type check alone would accept any string).
 CHOICES = {"amp": ("auto", "off"), "architecture": ("transformer", "gru", "gru_additive"),
-           "activation": ("relu", "gelu", "gelu_tanh"), "positions": ("sinusoidal", "learned")}
+           "activation": ("relu", "gelu", "gelu_tanh"), "positions": ("sinusoidal", "learned"),
+           "rope_layout": ("half", "interleaved")}
 
 
 class ConfigError(ValueError):

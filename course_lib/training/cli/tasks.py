@@ -9,9 +9,10 @@ Everything comes from
 :func:`course_lib.training.engine.train`.
 
 The tasks: ``translate`` (notebook 07's Transformer; notebook 12's variants through ``--set``), ``vit``
-(notebook 08), ``lm`` (notebook 10's GPT) and ``bert`` (notebook 11: masked-language-model pre-training,
-evaluated by fine-tuning copies on the labelled task). :data:`NOTEBOOK_MODELS` says, for every notebook
-that trains a model, which task trains it (``course-train --list``).
+(notebook 08), ``lm`` (notebook 10's GPT), ``bert`` (notebook 11: masked-language-model pre-training,
+evaluated by fine-tuning copies on the labelled task) and ``llama`` (notebook 13's Llama-layout language model:
+RMSNorm, SwiGLU, RoPE, grouped-query attention, an optional sliding window). :data:`NOTEBOOK_MODELS` says,
+for every notebook that trains a model, which task trains it (``course-train --list``).
 
 Adding a task: write ``build_x(config, device) -> Setup`` and its defaults, and register
 ``TASKS["x"] = Task("x", X_DEFAULTS, build_x, "...")``. The command line, checkpoints, resume and many
@@ -30,8 +31,9 @@ from torch import nn
 from course_lib.training.engine import Prediction, classification_step, translation_step
 
 __all__ = ["Setup", "Task", "TASKS", "TRANSLATE_DEFAULTS", "VIT_DEFAULTS", "TRANSLATE_QUICK", "VIT_QUICK",
-           "LM_DEFAULTS", "LM_QUICK", "BERT_DEFAULTS", "BERT_QUICK", "NOTEBOOK_MODELS", "build_translate",
-           "build_vit", "build_lm", "build_bert", "validate_translate"]
+           "LM_DEFAULTS", "LM_QUICK", "BERT_DEFAULTS", "BERT_QUICK", "LLAMA_DEFAULTS", "LLAMA_QUICK",
+           "NOTEBOOK_MODELS", "build_translate", "build_vit", "build_lm", "build_bert", "build_llama",
+           "validate_translate", "validate_llama"]
 
 
 @dataclass
@@ -263,18 +265,25 @@ class _Windows(torch.utils.data.Dataset):
         return self.stream[index:index + self.length]
 
 
+def _text_streams(config: dict) -> tuple[Any, Any, torch.Tensor, torch.Tensor]:
+    """The language models' text (the Python manual, or ``text_file``), a byte-level BPE of ``vocab_size`` learned
+    on its training documents, and both parts as token streams: ``(corpus, bpe, train (n,), valid (m,))``."""
+    from course_lib.data.python_docs import ByteBPE, encode_documents, load_text_file, python_docs_corpus
+
+    corpus = load_text_file(config["text_file"]) if config["text_file"] else python_docs_corpus()
+    bpe = ByteBPE.train(corpus.train, vocab_size=config["vocab_size"])
+    return corpus, bpe, encode_documents(bpe, corpus.train), encode_documents(bpe, corpus.valid)
+
+
 def build_lm(config: dict, device: torch.device) -> Setup:
     """Notebook 10: a GPT on the Python manual (or ``text_file``), windows of ``seq_len + 1`` tokens."""
     import torch.nn.functional as F
 
-    from course_lib.data.python_docs import ByteBPE, encode_documents, load_text_file, python_docs_corpus
     from course_lib.models.gpt import GPT
     from course_lib.training.engine import make_adamw, warmup_cosine_schedule
     from course_lib.training.language_model import evaluate_perplexity, lm_step
 
-    corpus = load_text_file(config["text_file"]) if config["text_file"] else python_docs_corpus()
-    bpe = ByteBPE.train(corpus.train, vocab_size=config["vocab_size"])
-    train_stream, valid_stream = encode_documents(bpe, corpus.train), encode_documents(bpe, corpus.valid)
+    corpus, bpe, train_stream, valid_stream = _text_streams(config)
     model = GPT(bpe.vocab_size, d_model=config["d_model"], num_heads=config["num_heads"],
                 num_layers=config["num_layers"], max_len=config["seq_len"], dropout=config["dropout"],
                 activation=config["activation"]).to(device)
@@ -288,6 +297,62 @@ def build_lm(config: dict, device: torch.device) -> Setup:
     return Setup(model, optimizer, scheduler, _Windows(train_stream, config["seq_len"] + 1), torch.stack, lm_step,
                  F.cross_entropy, evaluate, f"{corpus!r}; {train_stream.numel():,} training tokens, vocabulary "
                                             f"{bpe.vocab_size}")
+
+
+# Notebook 13's CONFIG and training (LONG_RUN = False), section 5's grouped-query model: the Python manual,
+# byte-level BPE of 512, a Llama-layout model of 2 layers, 4 query heads sharing 2 key/value heads, AdamW with
+# 30 warm-up steps and then a constant rate (the notebook's schedule: it does not depend on `steps`, so a resumed
+# run may grow). window=0 is full causal attention; window=W is Mistral's sliding window (section 6).
+LLAMA_DEFAULTS = {**COMMON_DEFAULTS, **dict(
+    steps=300, batch_size=16, vocab_size=512, seq_len=64, d_model=64, num_heads=4, num_kv_heads=2, num_layers=2,
+    d_ff=0, window=0, norm_eps=1e-6, rope_base=10000.0, rope_layout="half", tie_weights=False, lr=3e-3, warmup=30,
+    weight_decay=0.1, text_file="",
+)}
+LLAMA_QUICK = {**COMMON_QUICK, **dict(batch_size=8, vocab_size=300, seq_len=32, d_model=32, num_heads=2,
+                                      num_kv_heads=1, num_layers=1, warmup=5)}
+
+
+def validate_llama(config: dict) -> None:
+    """The keys whose 0 means "the default": ``d_ff`` (0: :func:`course_lib.models.llama.swiglu_width`) and
+    ``window`` (0: full causal attention); neither may be negative."""
+    for key, meaning in (("d_ff", "8/3 d_model, rounded up"), ("window", "full causal attention")):
+        if config[key] < 0:
+            raise ValueError(f"{key} must be >= 0 (0: {meaning}), got {config[key]}")
+
+
+def build_llama(config: dict, device: torch.device) -> Setup:
+    """Notebook 13: a Llama-layout language model (RMSNorm, SwiGLU, RoPE, grouped-query attention) on the Python
+    manual (or ``text_file``), windows of ``seq_len + 1`` tokens, scored by the validation perplexity and the
+    key/value cache it keeps per token."""
+    import torch.nn.functional as F
+
+    from course_lib.models.llama import Llama
+    from course_lib.training.engine import make_adamw, warmup_cosine_schedule
+    from course_lib.training.language_model import evaluate_perplexity, lm_step
+
+    corpus, bpe, train_stream, valid_stream = _text_streams(config)
+    model = Llama(bpe.vocab_size, d_model=config["d_model"], num_heads=config["num_heads"],
+                  num_layers=config["num_layers"], num_kv_heads=config["num_kv_heads"], d_ff=config["d_ff"] or None,
+                  max_len=config["seq_len"], norm_eps=config["norm_eps"], rope_base=config["rope_base"],
+                  rope_layout=config["rope_layout"], window=config["window"] or None,
+                  tie_weights=config["tie_weights"]).to(device)
+    optimizer = make_adamw(model, config["lr"], config["weight_decay"], betas=(0.9, 0.95))
+    # floor=1: the warm-up, then the peak rate kept (notebook 13's LambdaLR, min(1, (step + 1) / warmup))
+    scheduler = warmup_cosine_schedule(optimizer, config["warmup"], config["steps"], floor=1.0)
+
+    def evaluate(trained: nn.Module, where: torch.device) -> dict[str, float]:
+        window = valid_stream[None, :config["seq_len"]].to(where)  # (1, seq_len): one validation window
+        cache = trained.make_cache()
+        with torch.no_grad():
+            trained.eval()(window, cache)
+        return {"valid_perplexity": evaluate_perplexity(trained, valid_stream, config["seq_len"]),
+                "valid_tokens": valid_stream.numel(),
+                "kv_cache_bytes_per_token": sum(layer.nbytes for layer in cache) / cache[0].seen}
+
+    return Setup(model, optimizer, scheduler, _Windows(train_stream, config["seq_len"] + 1), torch.stack, lm_step,
+                 F.cross_entropy, evaluate, f"{corpus!r}; {train_stream.numel():,} training tokens, vocabulary "
+                                            f"{bpe.vocab_size}; {config['num_heads']} query heads, "
+                                            f"{config['num_kv_heads']} key/value head(s)")
 
 
 def _mlm_forward_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], device: torch.device | str
@@ -355,6 +420,11 @@ TASKS: dict[str, Task] = {
     "bert": Task("bert", BERT_DEFAULTS, build_bert,
                  "notebook 11's BERT: masked-language-model pre-training on the standard library's docstrings, "
                  "scored by fine-tuning on the labelled task", quick=BERT_QUICK, schedule_keys=("steps",)),
+    # Notebook 13's schedule is a warm-up then a constant rate: `steps` may grow on resume.
+    "llama": Task("llama", LLAMA_DEFAULTS, build_llama,
+                  "notebook 13's Llama-layout language model (RMSNorm, SwiGLU, RoPE, grouped-query attention; "
+                  "window=W for a sliding window) on the Python manual (or text_file)", quick=LLAMA_QUICK,
+                  validate=validate_llama),
 }
 
 #: Every notebook that trains a model, and how ``course-train`` trains it (``course-train --list``).
@@ -372,6 +442,7 @@ NOTEBOOK_MODELS: dict[str, str] = {
     "12_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
                             "d_k, num_layers, d_model, d_ff, dropout, smoothing, positions=learned); "
                             "course_lib.experiments.ablation.train_variant runs the notebook's grid",
-    "13_todays_models": "eight small Llama-layout language models (RMSNorm, SwiGLU, RoPE, GQA): in the notebook "
-                        "(300 steps each, on the engine); no task of the command line trains this layout yet",
+    "13_todays_models": "course-train llama (section 5's grouped-query model; --set num_kv_heads=4 | 1 for "
+                        "multi-head or multi-query attention, --set window=16 for section 6's sliding window); the "
+                        "LayerNorm + ReLU comparison of section 4 trains in the notebook",
 }
