@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from course_lib.data.digits import digits_loaders, digits_split, train_classifier
+from course_lib.data.digits import digits_loaders, digits_split
 from course_lib.training.engine import (
     TrainHistory,
     fused_if_supported,
@@ -20,6 +20,7 @@ from course_lib.training.engine import (
     train,
     transformer_lr,
 )
+from course_lib.training.image_classifier import train_classifier
 
 
 def _torch_loss(logits, target, smoothing, ignore_index):
