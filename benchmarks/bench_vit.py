@@ -32,11 +32,12 @@ sys.path.insert(0, str(HERE))
 
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402
 
-from course_lib.data.digits import digits_split, train_classifier  # noqa: E402
+from course_lib.data.digits import digits_split  # noqa: E402
 from course_lib.evaluation.metrics import classifier_accuracy  # noqa: E402
 from course_lib.models.baselines import SmallCNN  # noqa: E402
 from course_lib.models.vit import VisionTransformer, count_parameters  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
+from course_lib.training.image_classifier import train_classifier  # noqa: E402
 
 # The notebook's configuration (notebooks/08_vision_transformer.ipynb, sections 4-7).
 VIT_CONFIG = dict(image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=64, num_heads=4,

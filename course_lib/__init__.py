@@ -11,8 +11,8 @@ The rest lives in packages named by their job, imported where needed (they pull 
   vit, gpt, bert, seq2seq, the LSTM/CNN baselines, the n-gram model, the key/value cache);
 - ``course_lib.data``: data sets, tokenisers, vocabularies and batches (translation, python_docs,
   stdlib_docstrings, digits);
-- ``course_lib.training``: the one training engine, language-model training, pre-training and fine-tuning,
-  runs in several processes, and the ``course-train`` command (``course_lib.training.cli``);
+- ``course_lib.training``: the one training engine, image-classifier and language-model training, pre-training and
+  fine-tuning, runs in several processes, and the ``course-train`` command (``course_lib.training.cli``);
 - ``course_lib.generation``: decoding (greedy, beam search) and sampling;
 - ``course_lib.evaluation``: metrics and the baselines scores are compared with;
 - ``course_lib.experiments``: the paper's experiments at small scale (notebook 12);

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import ROOT
 
 import course_lib.checks  # noqa: F401 - registers the course's exercises
 from course_lib.exercises import get_exercise
@@ -220,15 +221,15 @@ def test_a_sandbox_group_gets_one_cpus_worth_of_time_where_the_host_allows() -> 
 
 
 def test_a_thread_or_process_started_inside_the_call_earns_nothing() -> None:
-    """No other thread is alive when the call starts or ends, the gradients are right: starting it is recorded."""
-    import os
+    """No other thread is alive when the call starts or ends, the gradients are right: starting it is recorded.
 
-    def in_a_thread(x, dim=-1):
-        out = []
-        worker = threading.Thread(target=lambda: out.append(torch.softmax(x, dim)))
-        worker.start()
-        worker.join()
-        return out[0]
+    The thread is the sandbox test's attack itself (``tests/grading_fixtures/attacks/thread_inside_the_call.py``),
+    judged here in-process: one copy of the attack, two depths of test."""
+    import os
+    import runpy
+
+    attack = ROOT / "tests" / "grading_fixtures" / "attacks" / "thread_inside_the_call.py"
+    in_a_thread = runpy.run_path(str(attack))["stable_softmax"]
 
     def forks(x, dim=-1):
         pid = os.fork()

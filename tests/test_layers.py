@@ -6,6 +6,7 @@ nn.TransformerDecoder, nn.Conv1d (the feed-forward block as two 1x1 convolutions
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from course_lib.models.layers import (
     EncoderLayer,
     FeedForward,
     copy_attention_from_torch,
+    normal_init_,
 )
 from course_lib.models.masking import causal_mask, decoder_mask, padding_mask
 
@@ -287,6 +289,17 @@ def test_pre_ln_stack_has_a_final_norm_post_ln_has_none() -> None:
     assert Encoder(2, D_MODEL, HEADS, D_FF, norm_first=True).norm is not None
     assert Encoder(2, D_MODEL, HEADS, D_FF, norm_first=False).norm is None
     assert Decoder(2, D_MODEL, HEADS, D_FF, norm_first=True).norm is not None
+    assert Decoder(2, D_MODEL, HEADS, D_FF, norm_first=False).norm is None
+
+
+@pytest.mark.parametrize("stack", [Encoder, Decoder])
+@pytest.mark.parametrize("num_layers", [0, -1, 2.0, "2"])
+def test_a_stack_refuses_a_number_of_layers_that_is_not_a_positive_integer(stack, num_layers) -> None:
+    with pytest.raises(ValueError, match=rf"{stack.__name__}: num_layers must be a positive integer"):
+        stack(num_layers, D_MODEL, HEADS, D_FF)
+    layers = stack(3, D_MODEL, HEADS, D_FF).layers
+    assert len(layers) == 3 and len({id(layer) for layer in layers}) == 3, "three layers, each its own"
+    assert not torch.equal(layers[0].self_attn.w_q.weight, layers[1].self_attn.w_q.weight), "each drawn anew"
 
 
 # --- bad input -------------------------------------------------------------------------------------------
@@ -397,3 +410,81 @@ def test_one_place_in_course_lib_reads_pytorchs_stacked_projection() -> None:
     readers = [str(p.relative_to(package)) for p in package.rglob("*.py")
                for _ in re.finditer(r"\.in_proj_weight\.chunk\(", p.read_text())]
     assert readers == ["models/attention.py"], readers
+
+
+# --- the one initialisation of the language models -------------------------------------------------------------
+
+def _gpt2_init_as_it_was(model: nn.Module, num_layers: int) -> None:
+    """GPT's own loop before ``normal_init_`` served it (the reference the helper must equal, draw for draw)."""
+    for name, param in model.named_parameters():
+        if param.dim() >= 2:
+            std = 0.02
+            if name.endswith("self_attn.w_o.weight") or name.endswith("feed_forward.linear2.weight"):
+                std = 0.02 / math.sqrt(2 * num_layers)
+            nn.init.normal_(param, mean=0.0, std=std)
+        elif name.endswith("bias"):
+            nn.init.zeros_(param)
+
+
+def _bert_init_as_it_was(model: nn.Module) -> None:
+    """BERT's own loop before ``normal_init_`` served it (GPT's without the residual scaling)."""
+    for name, param in model.named_parameters():
+        if param.dim() >= 2:
+            nn.init.normal_(param, mean=0.0, std=0.02)
+        elif name.endswith("bias"):
+            nn.init.zeros_(param)
+
+
+def _llama_init_as_it_was(model: nn.Module) -> None:
+    """Llama's own loop before ``normal_init_`` served it (biases tested first, no residual scaling)."""
+    for name, param in model.named_parameters():
+        if name.endswith("bias"):
+            nn.init.zeros_(param)
+        elif param.dim() >= 2:
+            nn.init.normal_(param, mean=0.0, std=0.02)
+
+
+@pytest.mark.parametrize("which", ["gpt", "bert", "llama"])
+def test_normal_init_gives_each_model_the_weights_its_own_loop_gave(which: str) -> None:
+    """One seed, the same weights bit for bit, before (the model's own loop) and after (``normal_init_``)."""
+    from course_lib.models.bert import BERT
+    from course_lib.models.gpt import GPT
+    from course_lib.models.llama import Llama
+
+    torch.manual_seed(1)
+    if which == "gpt":
+        model = GPT(vocab_size=30, d_model=16, num_heads=2, num_layers=3, max_len=12)
+        old = lambda m: _gpt2_init_as_it_was(m, 3)  # noqa: E731
+    elif which == "bert":
+        model = BERT(30, d_model=16, num_heads=2, num_layers=2, max_len=12, num_classes=3)
+        old = _bert_init_as_it_was
+    else:
+        model = Llama(vocab_size=30, d_model=16, num_heads=4, num_kv_heads=2, num_layers=2, attention_bias=True)
+        old = _llama_init_as_it_was
+    state = torch.random.get_rng_state()
+    untouched = {name: p.clone() for name, p in model.named_parameters()}
+    old(model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    torch.random.set_rng_state(state)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not torch.equal(p, untouched[name]):
+                p.fill_(7.0)  # what the old loop wrote survives only if the helper writes it again
+    model._reset_parameters()
+    after = model.state_dict()
+    assert before.keys() == after.keys()
+    different = [k for k in before if not torch.equal(before[k], after[k])]
+    assert not different, f"normal_init_ changed {different}"
+    assert any(k.endswith("bias") for k in before) and all(before[k].abs().sum() == 0 for k in before
+                                                           if k.endswith(".bias"))
+
+
+def test_normal_init_scales_only_the_residual_writes() -> None:
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"w_o": nn.Linear(256, 256), "other": nn.Linear(256, 256), "norm": nn.LayerNorm(256)})
+    normal_init_(model, 0.02, residual=("w_o.weight",), num_layers=8)
+    assert model["w_o"].weight.std().item() == pytest.approx(0.02 / 4, rel=0.02)  # 1 / sqrt(2 * 8) = 1 / 4
+    assert model["other"].weight.std().item() == pytest.approx(0.02, rel=0.02)
+    assert torch.equal(model["norm"].weight, torch.ones(256)) and not model["other"].bias.any()
+    with pytest.raises(ValueError, match="std > 0"):
+        normal_init_(model, 0.0)

@@ -139,6 +139,31 @@ def test_names_that_moved_out_of_a_module_still_resolve() -> None:
         assert vit.SmallCNN is baselines.SmallCNN
 
 
+@pytest.mark.parametrize(("name", "home"), [
+    ("classifier_optimizer", "course_lib.training.image_classifier"),
+    ("train_classifier", "course_lib.training.image_classifier"),
+    ("fit_classifier", "course_lib.training.image_classifier"),
+    ("TrainHistory", "course_lib.training.engine"),
+    ("warmup_cosine_schedule", "course_lib.training.engine"),
+])
+def test_the_digits_training_half_resolves_from_its_old_module(name: str, home: str) -> None:
+    """The image classifier's training half left ``course_lib.data.digits`` for the training package: the old
+    spellings (``course_lib.data.digits.X`` and ``from course_lib.data.digits import X``) give the new object and
+    warn, naming its new home; the data module itself no longer imports the training package."""
+    import importlib
+
+    from course_lib.data import digits
+
+    new = getattr(importlib.import_module(home), name)
+    with pytest.warns(CourseDeprecationWarning, match=rf"course_lib\.data\.digits\.{name} is deprecated.*use "
+                                                      rf"{home}\.{name} instead"):
+        assert getattr(digits, name) is new
+    with pytest.warns(CourseDeprecationWarning, match=rf"use {home}\.{name}") as rec:
+        exec(f"from course_lib.data.digits import {name} as old", namespace := {})
+    assert namespace["old"] is new and rec[0].filename == "<string>", "the warning points at the importing line"
+    assert name not in digits.__all__ and name not in vars(digits)
+
+
 def test_every_moved_module_is_listed_with_its_old_names() -> None:
     """The alias table and the record of old names describe the same modules."""
     recorded = {m.removeprefix("course_lib.").split(".")[0] for m in OLD}

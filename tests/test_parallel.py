@@ -12,7 +12,7 @@ import operator
 import pytest
 import torch
 
-from course_lib.data.digits import digits_split, fit_classifier
+from course_lib.data.digits import digits_split
 from course_lib.experiments.ablation import (
     NumberDataRecipe,
     RunSettings,
@@ -22,6 +22,7 @@ from course_lib.experiments.ablation import (
     train_variant,
 )
 from course_lib.models.vit import VisionTransformer
+from course_lib.training.image_classifier import fit_classifier
 from course_lib.training.parallel import default_workers, map_in_processes, progress_bar
 
 TINY_BASE = dict(d_model=16, num_heads=2, num_layers=1, d_ff=32, dropout=0.1, smoothing=0.1, positions="sinusoidal")

@@ -2,9 +2,11 @@
 
 - Models (every module under ``course_lib/models/`` and ``course_lib/generation/``, found by walking the
   folders, so a new file is guarded without a change here) import nothing from data, training, evaluation,
-  experiments, figures, checks, exercises, grading or the edition; nothing imports a notebook; course_lib has
-  no import cycles (imports inside functions count); no private name (``_x``) of a course_lib module is used
-  by another module, a test of another module, a notebook or a script.
+  experiments, figures, checks, exercises, grading or the edition; data modules (``course_lib/data/``) import
+  nothing from training, experiments, figures, checks, exercises, grading or the edition; every ``nn.Module``
+  class of the library is in a guarded model module (the checks' mistakes and deprecated shims aside); nothing
+  imports a notebook; course_lib has no import cycles (imports inside functions count); no private name (``_x``) of a
+  course_lib module is used by another module, a test of another module, a notebook or a script.
 - Notebooks: no device hard-coded (`.cuda()`), nothing downloaded at run time, no second copy of a
   reference solution, an opening that says what the learner will be able to do, a recap and questions.
 """
@@ -33,6 +35,9 @@ MODEL_INFRASTRUCTURE = ("course_lib.runtime", "course_lib.validation")
 NOT_FOR_MODELS = ("course_lib.data", "course_lib.training", "course_lib.evaluation", "course_lib.experiments",
                   "course_lib.figures", "course_lib.checks", "course_lib.exercises", "course_lib.grading",
                   "course_lib.edition")
+#: What a data module must not import: data feeds training, experiments and exercises, never the other way round.
+NOT_FOR_DATA = ("course_lib.training", "course_lib.experiments", "course_lib.figures", "course_lib.checks",
+                "course_lib.exercises", "course_lib.grading", "course_lib.edition")
 
 
 # Import edges allowed to make a cycle (none: a new entry needs a very good reason).
@@ -143,6 +148,17 @@ def test_models_do_not_import_training_checks_or_grading() -> None:
     assert not bad, f"model modules that import {bad}: models must stay independent of data, training and grading"
 
 
+def test_data_modules_do_not_import_training() -> None:
+    """A data module makes data; training on it is the training package's job (issue #35: the digits' module held the
+    image classifier's training loop). Every file under ``course_lib/data/`` is guarded, found by walking the folder."""
+    graph = _graph()
+    data_modules = [name for name in MODULES if name == "course_lib.data" or name.startswith("course_lib.data.")]
+    assert "course_lib.data.digits" in data_modules
+    bad = {name: sorted(m for m in graph[name] if m.startswith(NOT_FOR_DATA)) for name in data_modules}
+    bad = {name: used for name, used in bad.items() if used}
+    assert not bad, f"data modules that import {bad}: data must stay independent of training, checks and grading"
+
+
 def test_the_layering_guard_covers_every_model_module() -> None:
     """Every file of the model packages is guarded, found by walking the folders (a new file needs no edit here)."""
     for package in MODEL_PACKAGES:
@@ -150,6 +166,32 @@ def test_the_layering_guard_covers_every_model_module() -> None:
         assert files and files <= set(MODEL_MODULES), sorted(files - set(MODEL_MODULES))
     assert {"course_lib.models.gpt", "course_lib.models.bert", "course_lib.models.seq2seq",
             "course_lib.generation.sampling", "course_lib.generation.decoding"} <= set(MODEL_MODULES)
+
+
+#: Where a torch module may be defined outside the guarded model packages: the checks' mistakes and alternatives
+#: (a learner's answers, private to their checks module).
+MODULE_CLASSES_ALLOWED_IN = ("course_lib.checks.",)
+
+
+def test_every_torch_module_the_library_defines_is_guarded() -> None:
+    """A class that is an ``nn.Module`` is a model part: it lives in a guarded module (``course_lib/models/``,
+    ``course_lib/generation/``), unless it is a checks module's mistake or a deprecated shim kept for old code
+    (``experiments.paper.KeySizeAttention``, whose code is ``models.attention.MultiHeadAttention``'s)."""
+    import importlib
+    import inspect
+
+    from torch import nn
+
+    outside = []
+    for name in sorted(MODULES):
+        if any(part.startswith("_") for part in name.split(".")[1:]) or name.startswith(MODULE_CLASSES_ALLOWED_IN):
+            continue
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():
+            if inspect.isclass(obj) and issubclass(obj, nn.Module) and obj.__module__ == name \
+                    and name not in MODEL_MODULES and not hasattr(obj, "__deprecated__"):
+                outside.append(f"{name}.{attr}")
+    assert not outside, f"nn.Module classes outside the guarded model packages (move them to models/): {outside}"
 
 
 def test_no_import_cycles() -> None:

@@ -20,7 +20,6 @@ from course_lib.data.digits import (
     digits_split,
     load_digits_tensors,
     random_shift,
-    train_classifier,
 )
 from course_lib.evaluation.metrics import classifier_accuracy
 from course_lib.models.baselines import SmallCNN
@@ -38,6 +37,7 @@ from course_lib.models.vit import (
     position_similarity,
     vit_parameter_count,
 )
+from course_lib.training.image_classifier import train_classifier
 
 
 def small_vit(**overrides) -> VisionTransformer:

@@ -11,7 +11,9 @@ differently:
   correct alternatives decodes **without** the cache, so the tests prove that cached and uncached decoding
   give the same tokens and the same logits.
 
-The notebook imports this module (it sits in the same folder) before its first check.
+The notebook imports this module (it sits in the same folder) before its first check. The mistakes below are
+written out whole, one function each, as a learner would write them (``duplicates`` pairs them by shape): a mutant
+must read as the mistake its hint names, as in :mod:`course_lib.checks`.
 """
 
 from __future__ import annotations

@@ -10,6 +10,13 @@ metadata names that module (``"course": {"checks": "course_lib.checks.nb00_welco
 imports that one module, so ``course_lib.exercises.run_check("stable_softmax", f)`` works without importing
 this package first. ``tests/test_exercises.py`` keeps the table equal to what the modules register and to the
 notebooks' exercise cells.
+
+Why the modules look alike (``duplicates`` lists many pairs of them, all by shape): they are declarations, not code.
+Each exercise is one ``Exercise(name=..., reference=..., mistakes=[...], also_correct=[...])`` with its own data,
+and each known mistake (a mutant) is a whole wrong answer written the way a learner writes it, not a parameter of a
+shared generator: a mutant must read as the mistake its hint names, and two that differ in one axis or one operand
+are two different mistakes with two different hints. What their cases share lives once, in
+:mod:`course_lib.exercises.cases` (``public_and_hidden``, random inputs).
 """
 
 from course_lib.exercises import check, run_check

@@ -1,5 +1,8 @@
 """Exercises of notebook 01 (attention): scaled dot-product attention with an optional boolean mask.
 
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+
 The learner writes ``scaled_dot_product_attention(query, key, value, mask=None, dropout_p=0.0)`` returning
 ``(output, weights)``; the reference is :func:`course_lib.models.attention.scaled_dot_product_attention`. The public
 cases cover every mask shape a learner will pass in the later notebooks (``(seq_k,)``, ``(seq_q, seq_k)``,

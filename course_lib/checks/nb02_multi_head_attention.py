@@ -1,5 +1,8 @@
 """Exercises of notebook 02 (multi-head attention): split_heads, merge_heads, and MultiHeadAttention.forward.
 
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+
 References: :func:`course_lib.models.attention.split_heads`, :func:`course_lib.models.attention.merge_heads` and
 :class:`course_lib.models.attention.MultiHeadAttention` (a class exercise: the notebook gives the constructor, the
 learner writes ``forward``; each case loads the same weights into the learner's module and the reference).

@@ -1,4 +1,8 @@
-"""Exercises of notebook 03 (positional encoding): the sinusoidal table of the paper."""
+"""Exercises of notebook 03 (positional encoding): the sinusoidal table of the paper.
+
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+"""
 
 from __future__ import annotations
 

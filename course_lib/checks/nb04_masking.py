@@ -1,5 +1,8 @@
 """Exercises of notebook 04 (masking): the look-ahead (causal) mask and the padding mask.
 
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+
 Both follow the course's convention (boolean, True = may attend) and must have exactly the shapes that
 broadcast against attention scores of shape (batch, num_heads, seq_q, seq_k): (seq, seq) for the causal
 mask, (batch, 1, 1, seq) for the padding mask.

@@ -1,5 +1,8 @@
 """Exercises of notebook 05 (the encoder): the feed-forward block, one encoder layer, masked mean pooling.
 
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+
 - ``feed_forward``: the learner writes ``FeedForward.forward`` (the constructor is given, with the
   reference's attribute names so that weights load); reference :class:`course_lib.models.layers.FeedForward`.
 - ``encoder_layer``: the learner writes ``EncoderLayer.forward`` for both norm placements (post-LN, the

@@ -1,5 +1,8 @@
 """Exercises of notebook 06 (the decoder and the full model): one decoder layer, and shifting targets right.
 
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+
 - ``decoder_layer``: the learner writes ``DecoderLayer.forward`` (masked self-attention, encoder-decoder
   attention, feed-forward; post-LN and pre-LN); reference :class:`course_lib.models.layers.DecoderLayer`.
 - ``shift_right``: the decoder's input for teacher forcing; reference

@@ -1,5 +1,9 @@
 """Exercises of notebook 07 (training and decoding): the label-smoothed loss, the warm-up schedule and one
-step of beam search."""
+
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+step of beam search.
+"""
 
 from __future__ import annotations
 

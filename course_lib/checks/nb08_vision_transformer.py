@@ -1,5 +1,9 @@
 """Exercises of notebook 08 (the Vision Transformer): cutting images into patches, and the [CLS] token
-with position embeddings."""
+
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+with position embeddings.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Exercises of notebook 09 (why self-attention): the paper's Table 1 in exact numbers, and the road to attention.
 
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+
 - ``max_path_length(layer, n, k=3, r=4)``: fewest layers connecting the first and last of n positions;
 - ``layer_flops(layer, n, d, k=3, r=4)``: multiply-adds of one layer on n vectors of width d;
 - ``additive_attention(query, keys, values, w_q, w_k, v, mask=None)``: Bahdanau's additive attention.

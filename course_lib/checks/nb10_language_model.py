@@ -1,5 +1,9 @@
 """Exercises of notebook 10 (the decoder-only language model): the shifted LM loss, nucleus (top-p)
-filtering and one attention step with a key/value cache."""
+
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+filtering and one attention step with a key/value cache.
+"""
 
 from __future__ import annotations
 

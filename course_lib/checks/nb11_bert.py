@@ -1,4 +1,7 @@
 """Exercises of notebook 11 (the encoder-only model, BERT): the 80/10/10 masking, the MLM loss and the
+
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
 classification head on ``[CLS]``.
 
 The masking is random, so no output can be compared with the reference's number for number: a learner who

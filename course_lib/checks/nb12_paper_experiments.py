@@ -1,4 +1,8 @@
-"""Exercise of notebook 12 (the paper's experiments at small scale): averaging checkpoints, one entry at a time."""
+"""Exercise of notebook 12 (the paper's experiments at small scale): averaging checkpoints, one entry at a time.
+
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
+"""
 
 from __future__ import annotations
 

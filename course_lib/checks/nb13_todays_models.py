@@ -1,4 +1,7 @@
 """Exercises of notebook 13 (from the 2017 Transformer to today's models): rotary embeddings, RMSNorm, SwiGLU,
+
+Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
+``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
 the key/value heads of grouped-query attention, and the online softmax of FlashAttention.
 
 References, all in :mod:`course_lib.models`: :func:`~course_lib.models.rope.apply_rope`,

@@ -8,6 +8,8 @@
   labelled task (which package does a docstring come from?);
 - :mod:`~course_lib.data.treebank` (12): a generated treebank, sentences of a small grammar and their
   linearised trees, for the parsing task of the paper's section 6.3;
-- :mod:`~course_lib.data.digits` (08): scikit-learn's handwritten digits as tensors, split and shifted (and,
-  for now, the image classifier's training wrapper).
+- :mod:`~course_lib.data.digits` (08): scikit-learn's handwritten digits as tensors, split and shifted (training
+  a classifier on them is :mod:`course_lib.training.image_classifier`'s).
+
+A data module trains nothing and imports nothing from :mod:`course_lib.training` (``tests/test_repository.py``).
 """

@@ -3,9 +3,9 @@
 The digits (Alpaydin & Kaynak, UCI) ship inside the scikit-learn wheel, so nothing is downloaded: 1,797
 grey-scale images of 8 x 8 pixels with integer intensities 0..16, ten classes of about 180 images each.
 This module turns them into tensors ``(N, 1, 8, 8)`` scaled to ``[0, 1]``, splits them once, stratified by
-class, into train / validation / test, augments training batches with small shifts, and trains an image
-classifier for a fixed number of steps (notebook 08 and ``benchmarks/bench_vit.py``) on the course's one
-training engine, :func:`course_lib.training.engine.train`.
+class, into train / validation / test, and augments training batches with small shifts. Training an image classifier on
+them is :mod:`course_lib.training.image_classifier`'s job (its names served from here before, and still are, with a
+warning).
 
 Example::
 
@@ -16,25 +16,15 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib._deprecation import deprecated
+from course_lib._deprecation import deprecated, moved_attributes
 from course_lib.evaluation.metrics import classifier_accuracy
-from course_lib.training.engine import (
-    Prediction,
-    TrainHistory,
-    classification_step,
-    fused_if_supported,
-    train,
-    warmup_cosine_schedule,
-)
 
 __all__ = [
     "load_digits_tensors",
@@ -43,11 +33,6 @@ __all__ = [
     "random_shift",
     "digits_loaders",
     "accuracy",
-    "TrainHistory",
-    "classifier_optimizer",
-    "warmup_cosine_schedule",
-    "train_classifier",
-    "fit_classifier",
 ]
 
 
@@ -202,82 +187,12 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch
     return classifier_accuracy(model, images, labels, batch_size)
 
 
-def classifier_optimizer(model: nn.Module, lr: float = 1e-3, weight_decay: float = 0.05) -> torch.optim.AdamW:
-    """AdamW (fused where supported) with weight decay on weight matrices only.
-
-    Biases, norms, the [CLS] token and position embeddings (``p.dim() < 2`` or a name containing
-    ``token`` or ``pos``) get no weight decay, as in the ViT paper's recipe.
-    """
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():  # no weight decay on biases, norms, tokens, positions
-        (no_decay if p.dim() < 2 or "token" in name or "pos" in name else decay).append(p)
-    return fused_if_supported(torch.optim.AdamW, [{"params": decay, "weight_decay": weight_decay},
-                                                  {"params": no_decay, "weight_decay": 0.0}], lr=lr)
-
-
-def train_classifier(model: nn.Module, split: DigitsSplit, steps: int, batch_size: int = 64,
-                     lr: float = 1e-3, weight_decay: float = 0.05, warmup: int = 50, max_shift: int = 1,
-                     label_smoothing: float = 0.0, eval_every: int = 100, seed: int = 0,
-                     device: torch.device | str | None = None, progress: bool = True,
-                     desc: str = "training") -> TrainHistory:
-    """Train ``model`` (images -> logits) on ``split``'s training part for exactly ``steps`` steps.
-
-    AdamW with a linear warm-up over ``warmup`` steps and a cosine decay to 0 (the ViT paper's recipe,
-    scaled down), cross-entropy loss, gradient-norm clipping at 1, shifted batches (``max_shift``). Every
-    ``eval_every`` steps and at the end it records training-batch and validation accuracy. A fixed step
-    count (not a time budget) gives the same numbers on any machine for one seed; the wall time is
-    recorded beside it. A non-finite loss stops training with an error rather than silently.
-
-    A thin wrapper: the loop is the course's one engine, :func:`course_lib.training.engine.train`, with
-    :func:`course_lib.training.engine.classification_step`; the history is
-    :class:`course_lib.training.engine.TrainHistory`.
-
-    Example:
-        >>> model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
-        >>> hist = train_classifier(model, digits_split(), steps=20, progress=False)
-        >>> len(hist.loss)
-        20
-    """
-    if steps < 1:
-        raise ValueError(f"train_classifier: steps must be >= 1, got {steps}")
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    model.to(device).train()
-    optimizer = classifier_optimizer(model, lr, weight_decay)
-    scheduler = warmup_cosine_schedule(optimizer, warmup, steps)
-    history = TrainHistory()
-    train_loader, _, _ = digits_loaders(split, batch_size=batch_size, max_shift=max_shift, seed=seed)
-
-    def evaluate(hist: TrainHistory, pred: Prediction) -> None:
-        if hist.steps % eval_every == 0 or hist.steps == steps:
-            hist.eval_steps.append(hist.steps)
-            hist.train_acc.append(float((pred.logits.argmax(-1) == pred.target).float().mean()))
-            if len(split.val_y):
-                hist.val_acc.append(classifier_accuracy(model, split.val_x, split.val_y, 512))
-
-    try:
-        train(model, train_loader, steps, optimizer, scheduler, loss_fn=nn.CrossEntropyLoss(label_smoothing=
-              label_smoothing), device=device, clip_grad_norm=1.0, progress=progress, history=history,
-              step_fn=classification_step, desc=desc, on_step=evaluate, leave=False)
-    except FloatingPointError as error:
-        raise FloatingPointError(f"train_classifier: the loss became {getattr(error, 'loss', 'nan')} at step "
-                                 f"{history.steps}; try a smaller lr (now {lr})") from error
-    history.epochs = steps * batch_size / len(split.train_y)
-    return history
-
-
-def fit_classifier(model: nn.Module, split: DigitsSplit, steps: int,
-                   options: Mapping[str, Any] | None = None) -> tuple[nn.Module, TrainHistory]:
-    """:func:`train_classifier` (``options`` are its keyword arguments) that also returns the trained model.
-
-    For :func:`course_lib.training.parallel.map_in_processes`: a model trained in another process is a copy, and
-    comes back only as a result. ``fit_classifier(model, split, steps, options)`` gives the same numbers in
-    any process as ``train_classifier(model, split, steps, **options)`` here (``tests/test_parallel.py``).
-
-    Example:
-        >>> model = nn.Sequential(nn.Flatten(), nn.Linear(64, 10))
-        >>> trained, hist = fit_classifier(model, digits_split(), 5, {"progress": False})
-        >>> trained is model, len(hist.loss)
-        (True, 5)
-    """
-    history = train_classifier(model, split, steps, **dict(options or {}))
-    return model, history
+# The training half (the optimiser, the loop's wrapper and its history) left for the training package: a data module
+# trains nothing. The old names warn and give the objects of their new homes.
+__getattr__ = moved_attributes(__name__, {
+    "classifier_optimizer": "course_lib.training.image_classifier.classifier_optimizer",
+    "train_classifier": "course_lib.training.image_classifier.train_classifier",
+    "fit_classifier": "course_lib.training.image_classifier.fit_classifier",
+    "TrainHistory": "course_lib.training.engine.TrainHistory",
+    "warmup_cosine_schedule": "course_lib.training.engine.warmup_cosine_schedule",
+})

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.models.layers import Encoder
+from course_lib.models.layers import Encoder, normal_init_
 from course_lib.models.positional import LearnedPositionalEmbedding
 from course_lib.validation import check_positive_ints, validated_by
 
@@ -207,11 +207,7 @@ class BERT(nn.Module):
 
     def _reset_parameters(self) -> None:
         """BERT's initialisation: N(0, 0.02^2) for every matrix, zero biases (LayerNorms keep 1 and 0)."""
-        for name, param in self.named_parameters():
-            if param.dim() >= 2:
-                nn.init.normal_(param, mean=0.0, std=0.02)
-            elif name.endswith("bias"):
-                nn.init.zeros_(param)
+        normal_init_(self, 0.02)
 
     def _check_tokens(self, tokens: torch.Tensor) -> None:
         _check_ids("BERT", tokens)

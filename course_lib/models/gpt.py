@@ -24,13 +24,11 @@ whole sequence.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from course_lib.models.kv_cache import KVCache
-from course_lib.models.layers import Encoder
+from course_lib.models.layers import Encoder, normal_init_
 from course_lib.models.masking import causal_mask
 from course_lib.models.positional import LearnedPositionalEmbedding
 from course_lib.validation import check_positive_ints
@@ -76,15 +74,9 @@ class GPT(nn.Module):
             self.lm_head.weight = self.token_embedding.weight  # one matrix: embedding in, logits out
 
     def _reset_parameters(self) -> None:
-        """GPT-2's initialisation (see the module docstring)."""
-        for name, param in self.named_parameters():
-            if param.dim() >= 2:
-                std = 0.02
-                if name.endswith("self_attn.w_o.weight") or name.endswith("feed_forward.linear2.weight"):
-                    std = 0.02 / math.sqrt(2 * self.num_layers)  # residual writes: keep the stream's scale
-                nn.init.normal_(param, mean=0.0, std=std)
-            elif name.endswith("bias"):
-                nn.init.zeros_(param)
+        """GPT-2's initialisation (see the module docstring): the course's one, with the residual writes scaled."""
+        normal_init_(self, 0.02, residual=("self_attn.w_o.weight", "feed_forward.linear2.weight"),
+                     num_layers=self.num_layers)
 
     def _check_ids(self, tokens: torch.Tensor, who: str = "GPT") -> None:
         """Raise a ValueError unless ``tokens`` is an integer (batch, seq) tensor of ids in ``[0, vocab_size)``

@@ -25,6 +25,9 @@ Example:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
+
 import torch
 from torch import nn
 
@@ -39,6 +42,7 @@ __all__ = [
     "Encoder",
     "Decoder",
     "mean_pool",
+    "normal_init_",
     "copy_attention_from_torch",
 ]
 
@@ -276,6 +280,16 @@ class DecoderLayer(nn.Module):
         return self
 
 
+def _stack(owner: str, num_layers: int, d_model: int, norm_first: bool, layer_norm_eps: float,
+           make_layer: Callable[[], nn.Module]) -> tuple[nn.ModuleList, nn.LayerNorm | None]:
+    """The parts of a stack (:class:`Encoder`, :class:`Decoder`): ``num_layers`` layers from ``make_layer``, and the
+    final LayerNorm that a pre-LN stack ends with (``None`` for post-LN, whose every layer already ends with one)."""
+    if not isinstance(num_layers, int) or num_layers < 1:
+        raise ValueError(f"{owner}: num_layers must be a positive integer, got {num_layers!r}")
+    layers = nn.ModuleList(make_layer() for _ in range(num_layers))
+    return layers, (nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None)
+
+
 class Encoder(nn.Module):
     """A stack of ``num_layers`` identical encoder layers (N = 6 in the paper).
 
@@ -295,14 +309,11 @@ class Encoder(nn.Module):
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
                  norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5) -> None:
         super().__init__()
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"Encoder: num_layers must be a positive integer, got {num_layers!r}")
         self.d_model = d_model
         self.norm_first = norm_first
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
-            for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+        self.layers, self.norm = _stack("Encoder", num_layers, d_model, norm_first, layer_norm_eps,
+                                        lambda: EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first,
+                                                             activation, layer_norm_eps))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: list[KVCache] | None = None
                 ) -> torch.Tensor:
@@ -350,14 +361,11 @@ class Decoder(nn.Module):
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0,
                  norm_first: bool = False, activation: str = "relu", layer_norm_eps: float = 1e-5) -> None:
         super().__init__()
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(f"Decoder: num_layers must be a positive integer, got {num_layers!r}")
         self.d_model = d_model
         self.norm_first = norm_first
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
-            for _ in range(num_layers))
-        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+        self.layers, self.norm = _stack("Decoder", num_layers, d_model, norm_first, layer_norm_eps,
+                                        lambda: DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first,
+                                                             activation, layer_norm_eps))
 
     def _check(self, x: torch.Tensor, memory: torch.Tensor) -> None:
         _check_activations("Decoder", "x", x, self.d_model)
@@ -424,6 +432,35 @@ def mean_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------
 # Copying weights from PyTorch's modules (used by the tests and the notebooks' equality demonstrations)
 # ---------------------------------------------------------------------------------------------------
+
+def normal_init_(model: nn.Module, std: float = 0.02, residual: Sequence[str] = (), num_layers: int = 1) -> None:
+    """GPT-2's and BERT's initialisation, in place: N(0, ``std``^2) for every matrix, zero for every bias.
+
+    The one initialisation of the course's language models (GPT, BERT, Llama), as their reference implementations
+    do it (Hugging Face's ``_init_weights``, nanoGPT's ``_init_weights``): weight matrices and embeddings (any
+    parameter with two or more dimensions) drawn from a normal of standard deviation ``std``, biases (1-D
+    parameters whose name ends in ``bias``) set to zero, and LayerNorm / RMSNorm gains left at 1. The matrices
+    whose name ends with one of ``residual`` write into the residual stream; GPT-2 scales their ``std`` by
+    ``1 / sqrt(2 * num_layers)`` (two such writes per layer), so that the stream's variance does not grow with
+    depth. Parameters are drawn in ``model.named_parameters()`` order, so one seed gives one model.
+
+    Example:
+        >>> block = nn.Sequential(nn.Linear(256, 256), nn.LayerNorm(256))
+        >>> normal_init_(block)
+        >>> linear, norm = block[0].state_dict(), block[1].state_dict()
+        >>> linear["bias"].abs().sum().item(), norm["weight"].mean().item(), round(linear["weight"].std().item(), 2)
+        (0.0, 1.0, 0.02)
+    """
+    if std <= 0 or num_layers < 1:
+        raise ValueError(f"normal_init_: need std > 0 and num_layers >= 1, got std={std}, num_layers={num_layers}")
+    residual = tuple(residual)
+    for name, param in model.named_parameters():
+        if param.dim() >= 2:
+            scaled = residual and name.endswith(residual)  # a residual write: keep the stream's scale
+            nn.init.normal_(param, mean=0.0, std=std / math.sqrt(2 * num_layers) if scaled else std)
+        elif name.endswith("bias"):
+            nn.init.zeros_(param)
+
 
 def _copy_param(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
     if dst.shape != src.shape:

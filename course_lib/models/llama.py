@@ -35,6 +35,7 @@ from torch import nn
 
 from course_lib.models.gqa import GroupedQueryAttention
 from course_lib.models.kv_cache import KVCache, SlidingWindowCache
+from course_lib.models.layers import normal_init_
 from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "LlamaBlock", "Llama"]
@@ -216,11 +217,8 @@ class Llama(nn.Module):
             self.lm_head.weight = self.token_embedding.weight  # one matrix: embedding in, logits out
 
     def _reset_parameters(self) -> None:
-        for name, param in self.named_parameters():
-            if name.endswith("bias"):
-                nn.init.zeros_(param)
-            elif param.dim() >= 2:
-                nn.init.normal_(param, mean=0.0, std=0.02)
+        """Llama's initialisation (Hugging Face's ``initializer_range`` 0.02): the course's one, unscaled."""
+        normal_init_(self, 0.02)
 
     def make_cache(self) -> list[KVCache]:
         """One empty cache per layer: a :class:`~course_lib.models.kv_cache.SlidingWindowCache` when the model has a

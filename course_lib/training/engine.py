@@ -258,8 +258,9 @@ class TrainHistory:
     The one history of every trainer in ``course_lib`` (translation, images, language models, BERT, the
     command-line trainer). ``losses`` and ``lrs`` have one entry per optimizer step; ``valid`` holds
     ``(step, score)`` pairs recorded by :class:`EvaluateEvery` (a language model's validation perplexity);
-    ``eval_steps`` with ``train_acc`` / ``val_acc`` are a classifier's accuracies (``images.train_classifier``);
-    ``items`` counts what the loss averages over (target tokens for translation, images for a classifier);
+    ``eval_steps`` with ``train_acc`` / ``val_acc`` are a classifier's accuracies
+    (:func:`course_lib.training.image_classifier.train_classifier`); ``items`` counts what the loss averages over
+    (target tokens for translation, images for a classifier);
     ``seconds`` is the training time so far (updated after every step, evaluations included).
     """
 
@@ -276,7 +277,7 @@ class TrainHistory:
 
     @property
     def loss(self) -> list[float]:
-        """The per-step losses (the name ``images.train_classifier``'s history always used)."""
+        """The per-step losses (the name ``image_classifier.train_classifier``'s history always used)."""
         return self.losses
 
     @property

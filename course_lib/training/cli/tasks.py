@@ -199,10 +199,11 @@ def build_translate(config: dict, device: torch.device) -> Setup:
 
 def build_vit(config: dict, device: torch.device) -> Setup:
     """Notebook 08: the Vision Transformer on the 8x8 digits, AdamW, warm-up and cosine decay, small shifts."""
-    from course_lib.data.digits import classifier_optimizer, digits_split, random_shift
+    from course_lib.data.digits import digits_split, random_shift
     from course_lib.evaluation.metrics import classifier_accuracy
     from course_lib.models.vit import VisionTransformer
     from course_lib.training.engine import warmup_cosine_schedule
+    from course_lib.training.image_classifier import classifier_optimizer
 
     split = digits_split(seed=config["seed"])
     model = VisionTransformer(image_size=config["image_size"], patch_size=config["patch_size"],
