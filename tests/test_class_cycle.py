@@ -20,6 +20,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 from nbtools import load
+from test_gradebook import NB13, mixed_class
 
 from course_lib.exercises.notebooks import exercise_cells, solve
 from course_lib.grading.cli import main
@@ -240,3 +241,25 @@ def test_class_edition_submissions_are_graded_as_the_course_grades_them(tmp_path
                                                                "mean_pool": 0}, pasted.to_dict()
     for result in pasted.exercises:  # refused for running PyTorch's own module, not for an error of the paste
         assert "forbidden" in (result.status + result.message + result.hint).lower(), result
+
+
+@pytest.mark.slow
+def test_a_solved_notebook_00_handed_in_for_notebook_13_earns_nothing(tmp_path: Path, capsys) -> None:
+    """The lead's finding: a class's folder of notebook-13 submissions in which bob handed in his solved notebook
+    00 as ``bob_13_todays_models.ipynb``. Without --source the run stops before grading and asks for it; with
+    --source, alice's solved 13 earns 7/7 in the sandbox and bob's file 0/7, reported as wrong-notebook."""
+    try:
+        probe()
+    except SandboxUnavailable as err:
+        pytest.skip(str(err))
+    paths = mixed_class(tmp_path / "subs", solved_13=True)
+    out = tmp_path / "grades"
+    assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout-cell", "60"]) == 2
+    assert "00_welcome: 1 file(s) (bob_13_todays_models.ipynb)" in capsys.readouterr().err
+    assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout-cell", "60", "--source", str(NB13)]) == 0
+    said = capsys.readouterr().out
+    assert f"wrong notebook: {paths['bob'].name}: this file is notebook 00_welcome, not 13_todays_models" in said
+    summary = {r["student"]: r for r in _rows(out / "summary.csv")}
+    assert {k: (r["status"], r["total"], r["max_total"]) for k, r in summary.items()} == {
+        "alice_13_todays_models": ("graded", "7", "7"), "carol_13_todays_models": ("graded", "0", "7"),
+        "bob_13_todays_models": ("wrong-notebook", "0", "7")}, summary

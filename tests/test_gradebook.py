@@ -19,11 +19,13 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from nbtools import load
 
+from course_lib.exercises.notebooks import solve
 from course_lib.grading import cli
 from course_lib.grading.cli import ClassOptions, grade_many, main
 from course_lib.grading.exports import CANVAS_COLUMNS, MOODLE_COLUMNS
-from course_lib.grading.gradebook import GRADEBOOK_NAME, Gradebook
+from course_lib.grading.gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
 from course_lib.grading.roster import UNMATCHED, Roster, Student, read_roster
 from course_lib.grading.runner import ExerciseResult, GradeConfig, SubmissionReport
 from course_lib.grading.scoring import ScoringRule, late_factor
@@ -139,9 +141,12 @@ def test_records_cannot_be_rewritten_or_deleted(tmp_path: Path) -> None:
     with Gradebook(tmp_path / GRADEBOOK_NAME) as book:
         book.add_override("s1", "ex_a", 1.0, "checked by hand")
         book.add_submission("s1", "s1.ipynb", fake_grade(_submit(tmp_path, "s1"), GradeConfig(seed=1)), "s1", "new")
+        assert book.set_assignment("13_todays_models", "nb13.ipynb") == ("13_todays_models", "nb13.ipynb")
+        assert book.set_assignment("00_welcome", "nb00.ipynb") == ("13_todays_models", "nb13.ipynb")  # once
+        book.seed(5)
     db = sqlite3.connect(tmp_path / GRADEBOOK_NAME)
     for statement in ("UPDATE grades SET score = 99", "DELETE FROM submissions", "UPDATE overrides SET points = 9",
-                      "DELETE FROM grades"):
+                      "DELETE FROM grades", "UPDATE meta SET value = '1' WHERE key = 'seed'", "DELETE FROM meta"):
         with pytest.raises(sqlite3.DatabaseError, match="never rewritten"):
             db.execute(statement)
     db.close()
@@ -159,6 +164,7 @@ import sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import test_gradebook as T
+from course_lib.exercises.notebooks import solve
 from course_lib.grading import cli
 
 
@@ -350,3 +356,104 @@ def test_two_files_of_one_name_in_two_folders_are_two_students(fake, tmp_path: P
     grade_many(paths, _config(), tmp_path / "out", quiet=True)
     totals = sorted(r["total"] for r in _csv(tmp_path / "out" / "summary.csv"))
     assert totals == ["2", "3"] and len(list((tmp_path / "out").glob("*.json"))) == 2
+
+
+# --- one assignment per gradebook ----------------------------------------------------------------------
+
+NB00, NB13 = ROOT / "notebooks" / "00_welcome.ipynb", ROOT / "notebooks" / "13_todays_models.ipynb"
+
+
+def mixed_class(folder: Path, solved_13: bool = False) -> dict[str, Path]:
+    """A class's folder of notebook-13 submissions (alice's and carol's) in which bob handed in his solved
+    notebook 00 under the name ``bob_13_todays_models.ipynb`` (its metadata says 00_welcome)."""
+    import nbformat
+
+    folder.mkdir(parents=True)
+    nb13 = load(NB13)
+    files = {"alice": solve(nb13) if solved_13 else nb13, "carol": nb13, "bob": solve(load(NB00))}
+    paths = {}
+    for login, notebook in files.items():
+        paths[login] = folder / f"{login}_13_todays_models.ipynb"
+        nbformat.write(notebook, paths[login])
+    return paths
+
+
+def test_a_folder_of_two_notebooks_is_refused_at_once_without_source(tmp_path: Path, capsys) -> None:
+    """No gradebook yet, no --source, and the files resolve to notebooks 13 and 00: nothing is graded (the 00 file
+    earns nothing), the run names both notebooks and bob's file, and asks for --source."""
+    paths = mixed_class(tmp_path / "subs")
+    out = tmp_path / "out"
+    with pytest.raises(GradebookError, match="--source") as refused:
+        grade_many(list(paths.values()), GradeConfig(seed=0), out, quiet=True)
+    said = str(refused.value)
+    assert "13_todays_models: 2 file(s)" in said and "00_welcome: 1 file(s) (bob_13_todays_models.ipynb)" in said
+    with Gradebook(out / GRADEBOOK_NAME) as book:
+        assert book.rows("submissions") == [] and book.assignment() is None
+    assert not (out / "summary.csv").exists()
+    capsys.readouterr()
+    assert main([str(tmp_path / "subs"), "--out", str(out), "--unsafe-no-sandbox", "--quiet"]) == 2
+    assert "00_welcome: 1 file(s) (bob_13_todays_models.ipynb)" in capsys.readouterr().err
+
+
+def test_a_file_of_another_notebook_earns_nothing_and_is_reported(tmp_path: Path, capsys) -> None:
+    """With --source (notebook 13), bob's notebook 00 is graded against 13: 0 of 13's points beside his classmates'
+    max, status wrong-notebook in summary.csv and roster_problems.csv, a line printed, and a message naming both.
+    The gradebook records 13 as its assignment; a later run without --source grades another 00 file against it,
+    and a run with --source 00 is refused without a record added."""
+    paths = mixed_class(tmp_path / "subs")
+    out = tmp_path / "out"
+    roster = Roster([Student("s1", "Alice A", login="alice"), Student("s2", "Bob B", login="bob"),
+                     Student("s3", "Carol C", login="carol")])
+    reports = grade_many(list(paths.values()), GradeConfig(seed=0, source=NB13), out,
+                         options=ClassOptions(roster=roster))
+    said = capsys.readouterr().out
+    bob = reports[list(paths).index("bob")]
+    assert bob.status == "wrong-notebook" and bob.notebook == "13_todays_models" and bob.total == 0
+    assert {e.status for e in bob.exercises} == {"missing"} and bob.max_total == reports[0].max_total == 7
+    assert "this file is notebook 00_welcome, not 13_todays_models" in bob.message
+    assert "wrong notebook: bob_13_todays_models.ipynb: this file is notebook 00_welcome" in said
+    summary = {r["student"]: r for r in _csv(out / "summary.csv")}
+    assert (summary["s2"]["status"], summary["s2"]["total"], summary["s2"]["max_total"]) == ("wrong-notebook", "0",
+                                                                                           "7")
+    assert {r["notebook"] for r in summary.values()} == {"13_todays_models"}
+    assert {r["status"] for k, r in summary.items() if k != "s2"} == {"graded"}
+    problems = [(r["kind"], r["student"], r["file"]) for r in _csv(out / "roster_problems.csv")]
+    assert problems == [("wrong-notebook", "s2", "bob_13_todays_models.ipynb")]
+    assert "not the assignment's notebook" in (out / "feedback" / "s2.md").read_text()
+    with Gradebook(out / GRADEBOOK_NAME) as book:
+        assert book.assignment() == ("13_todays_models", str(NB13.resolve()))
+        before = book.rows("submissions")
+
+    dave = tmp_path / "late" / "dave_00_welcome.ipynb"  # a later run, no --source: the gradebook's notebook
+    dave.parent.mkdir()
+    dave.write_bytes(paths["bob"].read_bytes())
+    report, = grade_many([dave], GradeConfig(), out, quiet=True)
+    assert report.status == "wrong-notebook" and report.notebook == "13_todays_models" and report.total == 0
+    with Gradebook(out / GRADEBOOK_NAME) as book:
+        assert book.rows("submissions")[:len(before)] == before and len(book.rows("submissions")) == len(before) + 1
+        before = book.rows("submissions")
+    with pytest.raises(GradebookError, match="assignment is 13_todays_models"):
+        grade_many([dave], GradeConfig(source=NB00), out, quiet=True, options=ClassOptions(regrade=True))
+    capsys.readouterr()
+    assert main([str(dave), "--out", str(out), "--source", str(NB00), "--regrade", "--unsafe-no-sandbox"]) == 2
+    assert "--source" in capsys.readouterr().err
+    with Gradebook(out / GRADEBOOK_NAME) as book:
+        assert book.rows("submissions") == before  # refused: nothing graded, nothing added
+
+
+def test_a_gradebook_without_a_recorded_assignment_records_it_at_its_next_run(fake, tmp_path: Path, capsys) -> None:
+    """Files that resolve to no notebook record none; the next run that knows one (here --source) records it,
+    says that earlier records hold another notebook, and leaves those records as they are."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    grade_many([_submit(subs, "s1")], _config(), out, quiet=True)
+    with Gradebook(out / GRADEBOOK_NAME) as book:
+        assert book.assignment() is None
+        before = book.rows("submissions")
+    capsys.readouterr()
+    grade_many([_submit(subs, "s2")], GradeConfig(sandbox=False, source=NB00), out)
+    said = capsys.readouterr().out
+    assert "the gradebook's assignment: 00_welcome" in said
+    assert "hold other notebooks (kept as they are): ['fake_nb']" in said
+    with Gradebook(out / GRADEBOOK_NAME) as book:
+        assert book.assignment() == ("00_welcome", str(NB00.resolve()))
+        assert book.rows("submissions")[:len(before)] == before

@@ -838,7 +838,9 @@ def test_honest_students_are_graded_as_they_meant(tmp_path: Path) -> None:
     _write(beside, folder, "00_welcome_stub_beside")
     pad = _nb04_with("def padding_mask(tokens: torch.Tensor, pad_id: int = PAD) -> torch.Tensor:\n"
                      "    return (tokens != pad_id)[:, None, None, :]\n")
-    _write(pad, folder, "04_masking_pad_default")
+    other = tmp_path / "subs04"  # another notebook: a gradebook (--out) of its own, one assignment each
+    other.mkdir()
+    _write(pad, other, "04_masking_pad_default")
     _write(solved, folder, "00_welcome_=HYPERLINK(x)")
     odd = os.fsencode(str(folder)) + b"/00_welcome_\xff\xfe.ipynb"
     with open(odd, "wb") as f:
@@ -846,8 +848,9 @@ def test_honest_students_are_graded_as_they_meant(tmp_path: Path) -> None:
     os.mkfifo(folder / "00_welcome_fifo.ipynb")
     out = tmp_path / "out"
     assert main([str(folder), "--out", str(out), "--quiet", "--jobs", "2", "--seed", "3"]) == 0
+    assert main([str(other), "--out", str(tmp_path / "out04"), "--quiet", "--seed", "3"]) == 0
     reports = {json.loads(p.read_text())["submission"].rsplit("/", 1)[1]: json.loads(p.read_text())
-               for p in out.glob("*.json")}
+               for p in [*out.glob("*.json"), *(tmp_path / "out04").glob("*.json")]}
     for name, rep in reports.items():
         if "fifo" in name:
             assert rep["status"] == "unreadable" and "not a regular file" in rep["message"]
@@ -856,7 +859,7 @@ def test_honest_students_are_graded_as_they_meant(tmp_path: Path) -> None:
             assert ex["padding_mask"]["status"] == "pass", ex["padding_mask"]
         else:
             assert rep["total"] == rep["max_total"] == 1, (name, rep["exercises"][0]["message"])
-    assert "00_welcome_\\xff\\xfe.ipynb" in reports
+    assert "00_welcome_\\xff\\xfe.ipynb" in reports and "04_masking_pad_default.ipynb" in reports
     summary = (out / "summary.csv").read_text(encoding="utf-8")
     assert "'" + str(folder / "00_welcome_=HYPERLINK") not in summary  # the path starts with '/'...
     assert ",=" not in summary and "\n=" not in summary

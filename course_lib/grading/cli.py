@@ -8,6 +8,12 @@
     course-grade export --out grades/ --partial-credit --deadline 2026-11-20T23:59Z --late-penalty 10%/day
     course-grade history --out grades/ s042                       # every record of a student
 
+A gradebook belongs to one assignment (one notebook): the first run that knows it records it (``--source``,
+else the one notebook the run's files resolve to) and every later run grades against it. A file that is another
+notebook is graded against the assignment (status ``wrong-notebook``, printed, in ``summary.csv`` and
+``roster_problems.csv``); a first run whose files resolve to several notebooks, or a ``--source`` of another
+notebook than the recorded one, is refused before anything is graded (exit status 2).
+
 Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.gradebook`,
 records added, never rewritten) with its SHA-256; a later run grades only the submissions that are new or
 changed (another hash) unless ``--regrade`` or ``--regrade-student``. Per submission it writes
@@ -16,7 +22,7 @@ export is rewritten from the gradebook (:mod:`course_lib.grading.exports`: ``gra
 with a roster ``canvas.csv``, ``moodle.csv``, ``plain.csv``, ``roster_problems.csv``) and one feedback file
 per student in ``<out>/feedback/`` (:mod:`course_lib.grading.handback`). The grader runs every submission in
 a bubblewrap sandbox (see docs/grading.md).
-Exit status: 0 when every report was written (whatever the scores), 2 for a usage error.
+Exit status: 0 when every report was written (whatever the scores), 2 for a usage error or a refused mix.
 """
 
 from __future__ import annotations
@@ -31,15 +37,16 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .course import course_notebooks, notebook_id
 from .exports import class_table, report_from_dict, write_exports
 from .gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
 from .handback import write_feedback
 from .report import report_name, write_json, write_markdown
 from .roster import Roster, RosterError, RosterProblem, read_roster
-from .runner import CourseCopy, GradeConfig, SubmissionReport, grade_submission
+from .runner import CourseCopy, GradeConfig, SubmissionReport, grade_submission, resolve_notebook
 from .sandbox import SandboxUnavailable, probe
 from .scoring import ScoringRule, parse_time
 from .submission import display_name, file_sha256
@@ -143,13 +150,77 @@ def _say(quiet: bool, text: str) -> None:
         print(text, flush=True)
 
 
+def _recorded_source(notebook: str, path: str) -> Path:
+    """The copy of the gradebook's assignment a run without ``--source`` grades against: the file recorded,
+    else the course notebook of that id; a GradebookError when neither is there any more."""
+    if path and Path(path).is_file() and notebook_id(Path(path)) == notebook:
+        return Path(path)
+    found = next((p for p in course_notebooks() if notebook_id(p) == notebook), None)
+    if found is None:
+        raise GradebookError(f"this gradebook's assignment is {notebook}, graded from {path or '?'}, which is not "
+                             "there any more: give its copy with --source")
+    return found
+
+
+def _first_assignment(paths: list[Path], max_bytes: int) -> Path | None:
+    """The one notebook a first run's submissions resolve to (None: none resolves); a GradebookError naming
+    them when they resolve to several (a gradebook holds one assignment: the instructor says which)."""
+    by_copy: dict[Path, list[Path]] = {}
+    for path in paths:
+        copy = resolve_notebook(path, max_bytes)
+        if copy is not None:
+            by_copy.setdefault(copy, []).append(path)
+    if len(by_copy) > 1:
+        told = [f"{notebook_id(copy)}: {len(files)} file(s) ({', '.join(display_name(f.name) for f in files[:4])}"
+                f"{', ...' if len(files) > 4 else ''})"
+                for copy, files in sorted(by_copy.items(), key=lambda item: -len(item[1]))]
+        raise GradebookError("these submissions are several notebooks and a gradebook holds one assignment: "
+                             + "; ".join(told) + ". Say which with --source (the course's copy, e.g. "
+                             "notebooks/13_todays_models.ipynb); a file of another notebook is then graded "
+                             "against it, earns nothing for exercises it does not define, and is reported")
+    return next(iter(by_copy), None)
+
+
+def _assignment(book: Gradebook, paths: list[Path], config: GradeConfig, quiet: bool) -> GradeConfig:
+    """``config`` with ``source`` set to the gradebook's one assignment, recorded by the first run that knows
+    it (``--source``, else the one notebook its submissions resolve to). Every later submission is graded
+    against it; a file that says it is another notebook is reported by the runner (``wrong-notebook``).
+    Refused before anything is graded (GradebookError): a ``--source`` of another notebook than the one
+    recorded, a first run whose files resolve to several notebooks."""
+    recorded = book.assignment()
+    if config.source is not None:
+        source = Path(config.source)
+        if recorded is not None and recorded[0] != notebook_id(source):
+            raise GradebookError(f"this gradebook's assignment is {recorded[0]} (from {recorded[1]}); --source "
+                                 f"{source} is {notebook_id(source)}: grade another assignment into another --out")
+    elif recorded is not None:
+        source = _recorded_source(*recorded)
+    else:
+        first = _first_assignment(paths, config.max_bytes)
+        if first is None:  # nothing says which notebook (unreadable or unknown files): nothing to record yet
+            return config
+        source = first
+    notebook = notebook_id(source)
+    stored = book.set_assignment(notebook, str(source.resolve()))
+    if stored[0] != notebook:  # a concurrent first run recorded another notebook a moment ago
+        raise GradebookError(f"this gradebook's assignment is {stored[0]} (from {stored[1]}), not {notebook}")
+    if recorded is None:
+        _say(quiet, f"the gradebook's assignment: {notebook} ({source}); every later run grades against it")
+        earlier = sorted({r.notebook for r in book.history() if r.notebook and r.notebook != notebook})
+        if earlier:
+            _say(quiet, f"records graded before it was recorded hold other notebooks (kept as they are): {earlier}")
+    return replace(config, source=source)
+
+
 def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1, quiet: bool = False,
                options: ClassOptions | None = None) -> list[SubmissionReport]:
     """Grade the new or changed submissions into the gradebook in ``out``, rewrite the exports and feedback;
-    return every given submission's report (graded now, or the gradebook's current one), in the order given."""
+    return every given submission's report (graded now, or the gradebook's current one), in the order given.
+    Raises GradebookError, before grading anything, when the run would mix two notebooks in the gradebook."""
     options = options or ClassOptions()
     out.mkdir(parents=True, exist_ok=True)
     with Gradebook(out / GRADEBOOK_NAME) as book:
+        config = _assignment(book, paths, config, quiet)
         explicit = config.seed is not None
         stored = book.seed(config.resolved_seed())  # one secret seed per gradebook: the same hidden cases for all
         if not explicit:
@@ -180,6 +251,8 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
                 graded[path] = report
                 _say(quiet, f"{display_name(path)!r} ({student}, {why}): {report.total:g}/{report.max_total:g} "
                             f"({report.elapsed_s:.1f} s) -> {out / names[path]}.md")
+                if report.status == "wrong-notebook":
+                    _say(quiet, f"  wrong notebook: {display_name(path.name)}: {report.message}")
         if unchanged:
             _say(quiet, f"unchanged since graded (same SHA-256), not regraded: {len(unchanged)}")
         export(book, out, options, problems)
@@ -207,8 +280,8 @@ def export(book: Gradebook, out: Path, options: ClassOptions, problems: list[Ros
     roster = options.roster or stored_roster(out)
     with _export_lock(out):
         current = book.current()
-        assignment = settings.get("assignment") or next((r.notebook for r in current.values() if r.notebook),
-                                                         "assignment")
+        assignment = settings.get("assignment") or (book.assignment() or ("",))[0] or \
+            next((r.notebook for r in current.values() if r.notebook), "assignment")
         write_exports(book, out, roster, rule, assignment, problems)
         write_feedback(class_table(book, roster, rule), out / "feedback", rule,
                        bool(settings.get("feedback_details")), bool(settings.get("feedback_html")))
@@ -246,8 +319,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("submissions", nargs="+", type=Path, help="submitted .ipynb files (or folders of them)")
     parser.add_argument("--out", type=Path, required=True, help="folder of the gradebook, reports and exports")
     parser.add_argument("--source", type=Path, default=None,
-                        help="the course's (or your assignment's) copy of the notebook; default: found from the "
-                             "submission among the course's notebooks")
+                        help="the course's (or your assignment's) copy of the notebook, the gradebook's one "
+                             "assignment; default: the one the gradebook recorded, else the one notebook the files "
+                             "resolve to among the course's (several: refused, give --source)")
     parser.add_argument("--timeout-cell", type=float, default=30.0, help="seconds per cell (default 30)")
     parser.add_argument("--timeout-total", type=float, default=300.0, help="seconds per submission (default 300)")
     parser.add_argument("--memory-mb", type=int, default=1024, help="memory limit of the kernel (default 1024)")
@@ -447,7 +521,11 @@ def main(argv: list[str] | None = None) -> int:
                          policy=not args.no_policy, extra_modules=tuple(args.allow_module),
                          sandbox=not args.unsafe_no_sandbox)
     started = time.monotonic()
-    reports = grade_many(paths, config, args.out, jobs=args.jobs, quiet=args.quiet, options=options)
+    try:
+        reports = grade_many(paths, config, args.out, jobs=args.jobs, quiet=args.quiet, options=options)
+    except GradebookError as err:  # the run would mix two notebooks in one gradebook: nothing was graded
+        print(f"course-grade: {err}", file=sys.stderr)
+        return 2
     _say(args.quiet, f"{len(reports)} submission(s) in {time.monotonic() - started:.1f} s; gradebook and exports in "
                      f"{args.out}/ (grades.csv, summary.csv{', canvas.csv, moodle.csv' if options.roster else ''}, "
                      "feedback/)")

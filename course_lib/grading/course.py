@@ -34,7 +34,7 @@ from .parsing import MAX_SOURCE, parse_cell
 from .scratch import scratch_folder
 
 __all__ = ["ExerciseSpec", "CourseCopy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks", "find_course_copy",
-           "defined_names", "assigned_names", "setup_imports"]
+           "defined_names", "assigned_names", "setup_imports", "notebook_id", "claimed_notebook"]
 
 
 def defined_names(source: str) -> list[str]:
@@ -112,7 +112,7 @@ class CourseCopy:
         self.folder = self.path.parent
         self.nb = nbformat.read(self.path, as_version=4)
         meta = self.nb.metadata.get("course", {})
-        self.notebook_id = str(meta.get("notebook") or self.path.stem)
+        self.notebook_id = _own_id(self.nb.metadata, self.path)
         checks = meta.get("checks")
         if checks:
             if str(self.folder) not in sys.path:
@@ -176,18 +176,49 @@ def course_notebooks() -> list[Path]:
     return sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb"))
 
 
-def find_course_copy(nb: dict[str, Any], submission: Path, code_sources: list[str]) -> Path | None:
-    """Which course notebook a submission is (its id only chooses the course's copy; nothing else is trusted)."""
-    candidates = {p.stem: p for p in course_notebooks()}
+def _own_id(metadata: Any, path: Path) -> str:
+    """A course copy's id: its ``metadata.course.notebook``, else its file name without ``.ipynb``."""
+    course = metadata.get("course") if isinstance(metadata, dict) else None
+    claimed = course.get("notebook") if isinstance(course, dict) else None
+    return str(claimed) if isinstance(claimed, str) and claimed else Path(path).stem
+
+
+def notebook_id(source: Path) -> str:
+    """The id of the course's (or an instructor's) copy of a notebook, as reports and gradebooks record it:
+    ``metadata.course.notebook``, else the file name without ``.ipynb`` (only the metadata is read)."""
+    return _own_id(nbformat.read(Path(source), as_version=4).metadata, Path(source))
+
+
+def claimed_notebook(nb: dict[str, Any], submission: Path) -> str | None:
+    """The notebook a submission says it is, or None: its ``metadata.course.notebook`` (any id, an
+    instructor's too), else the course notebook its file name begins or ends with (``bob_13_todays_models``).
+    Only a claim: it never chooses what a submission is graded against when the assignment is known, it
+    tells the instructor that the file handed in is another notebook."""
     meta = nb.get("metadata") if isinstance(nb.get("metadata"), dict) else {}
     course = meta.get("course") if isinstance(meta.get("course"), dict) else {}
     claimed = course.get("notebook")
-    if isinstance(claimed, str) and claimed in candidates:
+    if isinstance(claimed, str) and claimed.strip():  # the student's text: printed, so only plain characters
+        return re.sub(r"[^\w.+-]", "?", claimed.strip()[:100], flags=re.ASCII)
+    named = _named_in(submission.stem)
+    return named.stem if named is not None else None
+
+
+def _named_in(stem: str) -> Path | None:
+    """The course notebook a file name (without ``.ipynb``) is, begins or ends with."""
+    return next((p for p in course_notebooks() if stem == p.stem or stem.startswith(p.stem) or stem.endswith(p.stem)),
+                None)
+
+
+def find_course_copy(nb: dict[str, Any], submission: Path, code_sources: list[str]) -> Path | None:
+    """Which course notebook a submission is (its id only chooses the course's copy; nothing else is trusted):
+    the course notebook it claims (:func:`claimed_notebook`), else the one whose exercise names it defines most."""
+    candidates = {p.stem: p for p in course_notebooks()}
+    claimed = claimed_notebook(nb, submission)
+    if claimed in candidates:
         return candidates[claimed]
-    stem = submission.stem
-    for name, path in candidates.items():
-        if stem == name or stem.startswith(name) or stem.endswith(name):
-            return path
+    named = _named_in(submission.stem)  # a claim in the metadata that is no course notebook: the name may tell
+    if named is not None:
+        return named
     defined = {n for src in code_sources for n in defined_names(src)}
     best, best_hits = None, 0
     for path in candidates.values():

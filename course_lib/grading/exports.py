@@ -17,7 +17,8 @@ here, and each export's final points are recorded in the gradebook (``finals``).
   and the grade item's column; on import choose "Map from: Email address", "Map to: Email address";
 - ``plain.csv`` (with a roster): ``id, name, email, login, points, max_points``;
 - ``roster_problems.csv`` (with a roster): files that matched no student, ambiguous and duplicate files,
-  students without a submission.
+  students without a submission, and files that are another notebook than the gradebook's assignment
+  (``wrong-notebook``: graded against the assignment; without a roster, ``summary.csv``'s status says it).
 
 A student without a submission gets an empty grade cell in the LMS files (not a 0: decide it yourself).
 Every text cell goes through :func:`course_lib.grading.report.csv_safe`.
@@ -206,8 +207,9 @@ def _record_finals(book: Gradebook, table: list[StudentRow], rule: ScoringRule) 
 
 
 def _problems(table: list[StudentRow], run: list[RosterProblem]) -> list[list[str]]:
-    """Every roster student without a submission and every graded file on no roster student (with this run's
-    reason when it has one), from the gradebook, so that earlier runs' problems stay listed."""
+    """Every roster student without a submission, every graded file on no roster student (with this run's
+    reason when it has one) and every current file of another notebook than the assignment, from the
+    gradebook, so that earlier runs' problems stay listed."""
     told = {UNMATCHED + p.file: p for p in run if p.file}
     rows = []
     for row in table:
@@ -217,6 +219,9 @@ def _problems(table: list[StudentRow], run: list[RosterProblem]) -> list[list[st
             problem = told.get(row.key)
             rows.append([problem.kind if problem else "unknown-file", problem.student if problem else "",
                          row.submission.file, problem.detail if problem else "graded, on no roster student"])
+        if row.submission is not None and row.submission.status == "wrong-notebook":
+            rows.append(["wrong-notebook", row.key if row.student is not None else "", row.submission.file,
+                         row.submission.message])
     return rows
 
 

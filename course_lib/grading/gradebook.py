@@ -15,7 +15,9 @@ rewrite an earlier one. What counts is the latest record:
   and the feedback settings, in force until the next record;
 - ``finals``: every export's final points per student and exercise, as they were exported;
 - ``meta``: the gradebook's seed of the hidden cases (drawn once, so that every run grades every student on
-  the same hidden cases) and its schema version.
+  the same hidden cases), its assignment (the one notebook its submissions are graded against: its id and
+  the path of its copy, recorded by the first run that knows it) and its schema version. Each is written
+  once; no value is ever changed.
 
 Two runs into the same folder cannot lose an update: the database is in WAL mode, every write is one
 ``BEGIN IMMEDIATE`` transaction (a second writer waits, up to a minute), and a submission is committed as soon
@@ -155,7 +157,7 @@ class Gradebook:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         db.execute(statement)
-                for table in _APPEND_ONLY:
+                for table in (*_APPEND_ONLY, "meta"):
                     for action in ("UPDATE", "DELETE"):
                         db.execute(f"CREATE TRIGGER IF NOT EXISTS {table}_no_{action.lower()} BEFORE {action} ON "
                                    f"{table} BEGIN SELECT RAISE(ABORT, 'gradebook records are never rewritten'); END")
@@ -203,6 +205,23 @@ class Gradebook:
     def stored_seed(self) -> int | None:
         found = self._db.execute("SELECT value FROM meta WHERE key = 'seed'").fetchone()
         return None if found is None else int(found[0])
+
+    # --- the assignment ------------------------------------------------------------------------------
+
+    def assignment(self) -> tuple[str, str] | None:
+        """``(notebook id, path of its copy)`` of the gradebook's one assignment, or None before it is known."""
+        rows = dict(self._db.execute("SELECT key, value FROM meta WHERE key IN ('notebook', 'source')").fetchall())
+        return (rows["notebook"], rows.get("source", "")) if "notebook" in rows else None
+
+    def set_assignment(self, notebook: str, source: str) -> tuple[str, str]:
+        """Record the gradebook's assignment the first time; return the one recorded (which may be another,
+        recorded by an earlier or a concurrent run: the caller compares)."""
+        with self._write() as db:
+            found = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('notebook', 'source')").fetchall())
+            if "notebook" in found:
+                return found["notebook"], found.get("source", "")
+            db.executemany("INSERT INTO meta VALUES (?, ?)", [("notebook", notebook), ("source", source)])
+            return notebook, source
 
     # --- submissions ----------------------------------------------------------------------------------
 

@@ -63,14 +63,24 @@ def _late(row: StudentRow) -> str:
             f"{(1 - row.factor) * 100:g}% of {row.points:g} points")
 
 
+def _problem(row: StudentRow) -> str:
+    """What was wrong with the file itself ("" when it was graded as handed in), in plain text."""
+    assert row.submission is not None
+    if row.submission.status == "graded":
+        return ""
+    if row.submission.status == "wrong-notebook":  # graded against the assignment all the same
+        return f"This file is not the assignment's notebook: {row.submission.message}"
+    return f"The file could not be graded: {row.submission.message}"
+
+
 def feedback_markdown(row: StudentRow, rule: ScoringRule, details: bool = False) -> str:
     """One student's feedback as Markdown (every submission string escaped)."""
     assert row.submission is not None
     title = escape_markdown(row.student.name if row.student and row.student.name else row.key, 200)
     lines = [f"# Feedback: {title}", "", f"Assignment: {escape_markdown(row.submission.notebook)}", "",
              f"**Total: {row.total:g} / {row.max_total:g}**", ""]
-    if row.submission.status != "graded":
-        lines += [f"> The file could not be graded: {escape_markdown(row.submission.message)}", ""]
+    if problem := _problem(row):
+        lines += [f"> {escape_markdown(problem)}", ""]
     lines += ["| exercise | points | status | hidden cases passed | comment |", "|---|---|---|---|---|"]
     for exercise, points, status, cases, comment in _lines(row, rule, details):
         lines.append(f"| {escape_markdown(exercise)} | {points} | {escape_markdown(status)} | {cases} | "
@@ -88,8 +98,7 @@ def feedback_html(row: StudentRow, rule: ScoringRule, details: bool = False) -> 
     name = row.student.name if row.student and row.student.name else row.key
     cells = "".join(f"<tr><td>{e(x)}</td><td>{e(p)}</td><td>{e(s)}</td><td>{e(c)}</td><td>{e(m)}</td></tr>"
                     for x, p, s, c, m in _lines(row, rule, details))
-    problem = (f"<p>The file could not be graded: {e(row.submission.message)}</p>"
-               if row.submission.status != "graded" else "")
+    problem = f"<p>{e(_problem(row))}</p>" if _problem(row) else ""
     late = f"<p>{e(_late(row))}</p>" if _late(row) else ""
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Feedback</title></head><body>"
             f"<h1>Feedback: {e(name)}</h1><p>Assignment: {e(row.submission.notebook)}</p>"

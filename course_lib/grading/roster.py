@@ -91,7 +91,9 @@ class Student:
 
 @dataclass(frozen=True)
 class RosterProblem:
-    """Something an instructor must look at: ``unknown-file``, ``ambiguous``, ``duplicate`` or ``missing``."""
+    """Something an instructor must look at: ``unknown-file``, ``ambiguous``, ``duplicate`` or ``missing``
+    (``roster_problems.csv`` adds ``wrong-notebook`` from the gradebook: a file of another notebook than the
+    assignment, see :mod:`course_lib.grading.exports`)."""
 
     kind: str
     student: str

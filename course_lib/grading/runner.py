@@ -8,7 +8,9 @@ The steps (see ``docs/grading.md`` for the instructor's view):
    name, else the course notebook whose exercise names it defines). From the submission, only the *source*
    of the exercise cells is taken, matched by the name each stub defines (``def stable_softmax``) and its
    position in the course's copy; the submission's metadata, tags, kernelspec, outputs and other cells are
-   dropped.
+   dropped. With ``--source`` (or a gradebook's recorded assignment, which ``course-grade`` passes as it), a
+   file whose metadata or name says it is another notebook is graded against the source all the same, with
+   the status ``wrong-notebook`` and a message naming both.
 3. **Static policy** (:mod:`course_lib.grading.policy`) on each exercise cell: a refused cell never runs.
 4. **Plan**: per exercise the learner's cell, the learner's helper cells it needs, the course's check cell,
    and the hidden inputs as ``.npz`` (:mod:`course_lib.grading.executor`).
@@ -35,14 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from . import policy as P
-from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, course_notebooks, find_course_copy
+from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, claimed_notebook, course_notebooks, find_course_copy
 from .executor import Limits, Plan, execute
 from .judge import judge
 from .libcopy import reference_key
 from .submission import display_name, helper_cells, is_stub, locate, read_submission
 
 __all__ = ["GradeConfig", "ExerciseResult", "SubmissionReport", "grade_submission", "CourseCopy",
-           "STATUSES", "STANDARD_IMPORTS", "versions", "read_submission"]
+           "STATUSES", "STANDARD_IMPORTS", "versions", "read_submission", "resolve_notebook"]
 
 #: Every status an exercise can get in a report.
 STATUSES = ("pass", "fail", "error", "timeout", "missing", "not-implemented", "forbidden")
@@ -101,7 +103,7 @@ class SubmissionReport:
     sha256: str = ""
     notebook: str = ""
     source: str = ""
-    status: str = "graded"  # graded, unreadable, unknown-notebook, internal-error
+    status: str = "graded"  # graded, wrong-notebook, unreadable, unknown-notebook, internal-error
     message: str = ""
     total: float = 0.0
     max_total: float = 0.0
@@ -176,6 +178,14 @@ def within_budget(cells: list[tuple[int, str]]) -> tuple[list[tuple[int, str]], 
     return kept, len(cells) - len(kept)
 
 
+def resolve_notebook(path: Path, max_bytes: int = 20 << 20) -> Path | None:
+    """The course notebook a submission resolves to when no ``--source`` is given (its metadata's id, else its
+    file name, else the notebook whose exercises it defines most), or None. ``course-grade`` asks this of every
+    file of a gradebook's first run, so that a folder holding two notebooks is refused before anything runs."""
+    nb, cells, _, _ = read_submission(Path(path), max_bytes)
+    return _find_source(nb, Path(path), cells, None)
+
+
 _COURSES_LOCK = threading.Lock()
 
 
@@ -187,10 +197,10 @@ def _course_for(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]
         return courses[key]
 
 
-def _find_source(nb: dict[str, Any] | None, path: Path, cells: list[tuple[int, str]], config: GradeConfig
+def _find_source(nb: dict[str, Any] | None, path: Path, cells: list[tuple[int, str]], source: Path | None
                  ) -> Path | None:
-    if config.source is not None:
-        return config.source
+    if source is not None:
+        return source
     if nb is not None:
         return find_course_copy(nb, path, [s for _, s in cells])
     stem = display_name(path.stem)
@@ -259,7 +269,7 @@ def _record(result: ExerciseResult, outcome: dict[str, Any]) -> None:
 def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, courses: dict[Path, CourseCopy],
                 started: float) -> None:
     nb, cells, report.sha256, problem = read_submission(path, config.max_bytes)
-    source_path = _find_source(nb, path, cells, config)
+    source_path = _find_source(nb, path, cells, config.source)
     if source_path is None:
         report.status = "unknown-notebook" if nb is not None else "unreadable"
         report.message = problem or ("could not tell which course notebook this submission is: it defines none "
@@ -272,6 +282,11 @@ def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, cours
     if nb is None:
         report.status, report.message = "unreadable", problem
         return
+    claimed = claimed_notebook(nb, path) if config.source is not None else None
+    if claimed is not None and claimed != course.notebook_id:  # graded as the assignment, and said
+        report.status = "wrong-notebook"
+        report.message = (f"this file is notebook {claimed}, not {course.notebook_id} (the assignment): graded "
+                          f"against {course.notebook_id}, whose exercises it does not define are missing")
     cells, dropped = within_budget(cells)
     if dropped:
         report.notes.append(f"{dropped} code cell(s) beyond {MAX_CODE // 1000} kB of code in all were not read")
