@@ -15,6 +15,8 @@ start and :func:`choose_threads` before each long cell: with a core busy with ot
 2x slower than one for the same models (``threads_busy.md``), so a probe of a few milliseconds
 (:func:`measure_threads`) picks 1 or 2 and one printed line says which.
 ``COURSE_THREADS=1`` (or ``2``, ``all``) in the environment overrides every notebook's choice and the probe.
+``COURSE_THREADS_LOG=path`` appends every such decision to that file, one JSON line each (what the probe saw
+and chose, and when): ``benchmarks/bench_notebooks.py`` records them beside each notebook's time.
 
 ``SMOKE`` is True only when the environment variable ``COURSE_SMOKE=1`` is set. The test suite sets it
 when it executes notebooks a second and third time (student and solved versions) to test the exercise
@@ -24,6 +26,7 @@ default (``SMOKE`` False).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
@@ -188,16 +191,39 @@ def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
     return ThreadMeasurement(threads, busy_elsewhere, speedup)
 
 
+def _log_choice(threads: int, reason: str, measured: ThreadMeasurement | None) -> None:
+    """Append one decision of :func:`choose_threads` to the file ``COURSE_THREADS_LOG`` names, as a JSON line.
+
+    Off unless that variable is set. The benchmarks set it to see, beside a notebook's time, which thread
+    count each probe chose and why (a busy core must give 1 at every probe): evidence that the machine's
+    load does not distort, unlike the seconds. A file that cannot be written is skipped: a log never stops
+    a lesson.
+    """
+    path = os.environ.get("COURSE_THREADS_LOG")
+    if not path:
+        return
+    record = {"time": time.time(), "pid": os.getpid(), "threads": threads, "reason": reason,
+              "busy_elsewhere": None if measured is None else measured.busy_elsewhere,
+              "speedup": None if measured is None else measured.speedup}
+    try:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+    except OSError:
+        pass
+
+
 def choose_threads(max_threads: int = 2, announce: bool = True) -> int:
     """Set PyTorch's CPU threads for what follows, by measurement (:func:`measure_threads`); return the count.
 
     Called at the start of the notebooks whose models gain from a second core on an idle machine (07, 10,
     11, through ``get_device(threads="measure")``) and again before each of their long cells, because the
-    load of a shared machine changes. ``COURSE_THREADS`` (``1``, ``2``, ``all``) overrides the measurement.
+    load of a shared machine changes. ``COURSE_THREADS`` (``1``, ``2``, ``all``) overrides the measurement;
+    ``COURSE_THREADS_LOG`` (a file path) records every decision (:func:`_log_choice`).
     ``announce`` prints one line: the choice and what was measured.
     """
     check_positive_ints("choose_threads", max_threads=max_threads)
     chosen = os.environ.get("COURSE_THREADS")
+    measured = None
     if chosen:
         value = configure_threads(chosen)
         reason = f"COURSE_THREADS={chosen}"
@@ -206,6 +232,7 @@ def choose_threads(max_threads: int = 2, announce: bool = True) -> int:
     else:
         measured = measure_threads()
         value, reason = configure_threads(measured.threads), f"measured: {measured}"
+    _log_choice(value, reason, measured)
     if announce:
         print(f"using {value} CPU thread{'s' if value > 1 else ''} ({reason})")
     return value

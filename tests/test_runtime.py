@@ -145,3 +145,31 @@ def test_the_real_probe_returns_one_or_two_and_restores_the_threads(restore_thre
     measured = measure_threads()
     assert measured.threads in (1, 2) and (measured.speedup is None or measured.speedup > 0)
     assert torch.get_num_threads() == 1
+
+
+def test_every_thread_decision_is_logged_when_asked(monkeypatch, restore_threads, tmp_path, capsys) -> None:
+    """COURSE_THREADS_LOG: one JSON line per choose_threads call, with what the probe saw and chose (the
+    benchmarks read it beside a notebook's time); nothing is written without the variable."""
+    import json
+
+    from course_lib.runtime import choose_threads
+
+    log = tmp_path / "threads.jsonl"
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    monkeypatch.delenv("COURSE_THREADS_LOG", raising=False)
+    _fake_probe(monkeypatch, 2e-3, 1e-3, 0)
+    assert choose_threads(announce=False) == 2 and not log.exists()
+    monkeypatch.setenv("COURSE_THREADS_LOG", str(log))
+    assert choose_threads(announce=False) == 2
+    _fake_probe(monkeypatch, 2e-3, 1.1e-3, 1)            # a core busy with other work
+    assert choose_threads(announce=False) == 1
+    monkeypatch.setenv("COURSE_THREADS", "2")
+    assert choose_threads(announce=False) == 2
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["threads"] for r in records] == [2, 1, 2]
+    assert records[0]["busy_elsewhere"] == 0.0 and records[0]["speedup"] == pytest.approx(2.0)
+    assert records[1]["busy_elsewhere"] == 1.0 and records[1]["reason"].startswith("measured: 1.0 CPUs busy")
+    assert records[2] == {**records[2], "reason": "COURSE_THREADS=2", "busy_elsewhere": None, "speedup": None}
+    monkeypatch.setenv("COURSE_THREADS_LOG", str(tmp_path / "no_such_folder" / "log"))
+    assert choose_threads(announce=False) == 2                # an unwritable log never stops a lesson
+    assert capsys.readouterr().out == ""
