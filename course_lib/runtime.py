@@ -32,7 +32,7 @@ import os
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -40,11 +40,13 @@ import torch
 from course_lib.validation import check_positive_ints
 
 __all__ = ["get_device", "set_seed", "SMOKE", "steps", "configure_threads", "DEFAULT_THREADS", "choose_threads",
-           "measure_threads"]
+           "measure_threads", "watch_threads"]
 
 SMOKE: bool = os.environ.get("COURSE_SMOKE", "") == "1"
 DEFAULT_THREADS = 1
 _threads_configured = False
+WATCH_EVERY = 1.0  # seconds between two load samples of watch_threads
+WATCH_SAMPLES = 5  # samples whose median decides (a command that runs for an instant does not count)
 
 
 def configure_threads(threads: int | str | None = None, *, default: int = DEFAULT_THREADS) -> int:
@@ -81,7 +83,20 @@ def configure_threads(threads: int | str | None = None, *, default: int = DEFAUL
             raise ValueError(f"configure_threads: threads (or COURSE_THREADS) must be a number >= 1 or 'all', "
                              f"got {chosen!r}")
     torch.set_num_threads(value)
+    _watch.active, _watch.samples = False, []  # a count set here is kept; choose_threads re-arms the watch
     return value
+
+
+@dataclass
+class _Watch:
+    """The state of :func:`watch_threads`: on after :func:`choose_threads` measured two threads."""
+
+    active: bool = False
+    last: float = -math.inf  # time.monotonic() of the last load sample
+    samples: list[float] = field(default_factory=list)  # other processes' runnable threads, the latest last
+
+
+_watch = _Watch()
 
 
 @dataclass(frozen=True)
@@ -233,9 +248,51 @@ def choose_threads(max_threads: int = 2, announce: bool = True) -> int:
         measured = measure_threads()
         value, reason = configure_threads(measured.threads), f"measured: {measured}"
     _log_choice(value, reason, measured)
+    _watch.active, _watch.samples, _watch.last = measured is not None and value > 1, [], -math.inf
     if announce:
         print(f"using {value} CPU thread{'s' if value > 1 else ''} ({reason})")
     return value
+
+
+def watch_threads(now: float | None = None) -> int:
+    """Keep a measured choice of two threads honest while a long loop runs; return the threads in effect.
+
+    The course's training loop (:func:`course_lib.training.engine.train`) calls this after every step. It does
+    nothing unless :func:`choose_threads` measured and chose two threads (never against ``COURSE_THREADS``
+    or a count set with :func:`configure_threads`). Then, at most every :data:`WATCH_EVERY` seconds, it
+    samples how many threads of other processes are running (as :func:`measure_threads` does), and when the
+    median of the last :data:`WATCH_SAMPLES` samples leaves at most 1.5 CPUs free (the probe's own rule) it
+    switches to one thread for the rest of the run and says so in one line. Why: the probe sees the load
+    of one instant; work that starts after it (another program, a video call) made two threads 2.5x slower
+    than one for notebook 11's pre-training (222 processor seconds for 600 steps against 56-62 with one
+    thread, measured beside other work). A sample costs a read of ``/proc``; on an idle machine the watch
+    never switches, so the loop runs as before. ``now`` (seconds, ``time.monotonic()``) is for tests.
+
+    The switch changes the order of floating-point sums from that step on, as the probe's choice already
+    does: on an idle machine (no switch) a seed gives the same numbers as before.
+    """
+    if not _watch.active:
+        return torch.get_num_threads()
+    now = time.monotonic() if now is None else now
+    if now - _watch.last < WATCH_EVERY:
+        return torch.get_num_threads()
+    _watch.last = now
+    busy = _runnable_elsewhere()
+    if busy is None:  # no /proc/loadavg: nothing to watch
+        _watch.active = False
+        return torch.get_num_threads()
+    _watch.samples = [*_watch.samples, float(busy)][-WATCH_SAMPLES:]
+    if len(_watch.samples) < WATCH_SAMPLES:
+        return torch.get_num_threads()
+    elsewhere = float(statistics.median(_watch.samples))
+    if (os.cpu_count() or 1) - elsewhere > 1.5:
+        return torch.get_num_threads()
+    reason = f"{elsewhere:.1f} CPUs busy with other work since the measurement"
+    torch.set_num_threads(1)
+    _watch.active, _watch.samples = False, []
+    _log_choice(1, f"watched: {reason}", None)
+    print(f"using 1 CPU thread from now on ({reason})")
+    return 1
 
 
 def get_device(prefer: str | None = None, threads: int | str | None = None) -> torch.device:
