@@ -135,13 +135,18 @@ def _runnable_here() -> int:
 
 def _runnable_elsewhere() -> float | None:
     """Threads of other processes that are running or waiting for a CPU now (/proc/loadavg's 4th field, less
-    this process's own, PyTorch's spinning worker threads included), or None where that file is missing."""
+    this process's own, PyTorch's spinning worker threads included), or None where that file is missing.
+
+    This process's threads are counted just before and just after the load is read, and the larger count is
+    taken off: a worker thread that stops spinning in between was counted in the load, and must not be
+    taken for another program (that would make two threads look busy on an idle machine)."""
+    before = _runnable_here()
     try:
         with open("/proc/loadavg") as loadavg:
             running = int(loadavg.read().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
-    return max(0, running - _runnable_here())
+    return max(0, running - max(before, _runnable_here()))
 
 
 def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, samples: list[float | None],

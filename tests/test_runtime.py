@@ -246,3 +246,22 @@ def test_the_training_loop_watches_the_threads(monkeypatch, restore_threads) -> 
     history = train(model, batches, 6, torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=nn.functional.cross_entropy,
                     step_fn=classification_step, progress=False)
     assert history.steps == 6 and torch.get_num_threads() == 1
+
+
+def test_own_threads_are_counted_before_and_after_the_load_is_read(monkeypatch) -> None:
+    """A worker thread that stops spinning while /proc/loadavg is read was in the load: the larger of this
+    process's two counts is taken off, so an idle machine never looks busy to the probe or the watch."""
+    import io
+
+    from course_lib import runtime
+
+    read = []
+
+    def fake_open(path):
+        read.append(path)
+        return io.StringIO("0.50 0.40 0.30 3/120 4242\n")  # 3 running: this process's three threads
+
+    monkeypatch.setattr(runtime, "open", fake_open, raising=False)
+    # before the read: the calling thread and two spinning workers; after it: the workers went to sleep
+    monkeypatch.setattr(runtime, "_runnable_here", lambda: 1 if read else 3)
+    assert runtime._runnable_elsewhere() == 0
