@@ -15,6 +15,8 @@ start and :func:`choose_threads` before each long cell: with a core busy with ot
 2x slower than one for the same models (``threads_busy.md``), so a probe of a few milliseconds
 (:func:`measure_threads`) picks 1 or 2 and one printed line says which.
 ``COURSE_THREADS=1`` (or ``2``, ``all``) in the environment overrides every notebook's choice and the probe.
+``COURSE_THREADS_LOG=path`` appends every such decision to that file, one JSON line each (what the probe saw
+and chose, and when): ``benchmarks/bench_notebooks.py`` records them beside each notebook's time.
 
 ``SMOKE`` is True only when the environment variable ``COURSE_SMOKE=1`` is set. The test suite sets it
 when it executes notebooks a second and third time (student and solved versions) to test the exercise
@@ -24,12 +26,13 @@ default (``SMOKE`` False).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -37,11 +40,13 @@ import torch
 from course_lib.validation import check_positive_ints
 
 __all__ = ["get_device", "set_seed", "SMOKE", "steps", "configure_threads", "DEFAULT_THREADS", "choose_threads",
-           "measure_threads"]
+           "measure_threads", "watch_threads"]
 
 SMOKE: bool = os.environ.get("COURSE_SMOKE", "") == "1"
 DEFAULT_THREADS = 1
 _threads_configured = False
+WATCH_EVERY = 1.0  # seconds between two load samples of watch_threads
+WATCH_SAMPLES = 5  # samples whose median decides (a command that runs for an instant does not count)
 
 
 def configure_threads(threads: int | str | None = None, *, default: int = DEFAULT_THREADS) -> int:
@@ -78,7 +83,20 @@ def configure_threads(threads: int | str | None = None, *, default: int = DEFAUL
             raise ValueError(f"configure_threads: threads (or COURSE_THREADS) must be a number >= 1 or 'all', "
                              f"got {chosen!r}")
     torch.set_num_threads(value)
+    _watch.active, _watch.samples = False, []  # a count set here is kept; choose_threads re-arms the watch
     return value
+
+
+@dataclass
+class _Watch:
+    """The state of :func:`watch_threads`: on after :func:`choose_threads` measured two threads."""
+
+    active: bool = False
+    last: float = -math.inf  # time.monotonic() of the last load sample
+    samples: list[float] = field(default_factory=list)  # other processes' runnable threads, the latest last
+
+
+_watch = _Watch()
 
 
 @dataclass(frozen=True)
@@ -117,13 +135,18 @@ def _runnable_here() -> int:
 
 def _runnable_elsewhere() -> float | None:
     """Threads of other processes that are running or waiting for a CPU now (/proc/loadavg's 4th field, less
-    this process's own, PyTorch's spinning worker threads included), or None where that file is missing."""
+    this process's own, PyTorch's spinning worker threads included), or None where that file is missing.
+
+    This process's threads are counted just before and just after the load is read, and the larger count is
+    taken off: a worker thread that stops spinning in between was counted in the load, and must not be
+    taken for another program (that would make two threads look busy on an idle machine)."""
+    before = _runnable_here()
     try:
         with open("/proc/loadavg") as loadavg:
             running = int(loadavg.read().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
-    return max(0, running - _runnable_here())
+    return max(0, running - max(before, _runnable_here()))
 
 
 def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, samples: list[float | None],
@@ -188,16 +211,39 @@ def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
     return ThreadMeasurement(threads, busy_elsewhere, speedup)
 
 
+def _log_choice(threads: int, reason: str, measured: ThreadMeasurement | None) -> None:
+    """Append one decision of :func:`choose_threads` to the file ``COURSE_THREADS_LOG`` names, as a JSON line.
+
+    Off unless that variable is set. The benchmarks set it to see, beside a notebook's time, which thread
+    count each probe chose and why (a busy core must give 1 at every probe): evidence that the machine's
+    load does not distort, unlike the seconds. A file that cannot be written is skipped: a log never stops
+    a lesson.
+    """
+    path = os.environ.get("COURSE_THREADS_LOG")
+    if not path:
+        return
+    record = {"time": time.time(), "pid": os.getpid(), "threads": threads, "reason": reason,
+              "busy_elsewhere": None if measured is None else measured.busy_elsewhere,
+              "speedup": None if measured is None else measured.speedup}
+    try:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+    except OSError:
+        pass
+
+
 def choose_threads(max_threads: int = 2, announce: bool = True) -> int:
     """Set PyTorch's CPU threads for what follows, by measurement (:func:`measure_threads`); return the count.
 
     Called at the start of the notebooks whose models gain from a second core on an idle machine (07, 10,
     11, through ``get_device(threads="measure")``) and again before each of their long cells, because the
-    load of a shared machine changes. ``COURSE_THREADS`` (``1``, ``2``, ``all``) overrides the measurement.
+    load of a shared machine changes. ``COURSE_THREADS`` (``1``, ``2``, ``all``) overrides the measurement;
+    ``COURSE_THREADS_LOG`` (a file path) records every decision (:func:`_log_choice`).
     ``announce`` prints one line: the choice and what was measured.
     """
     check_positive_ints("choose_threads", max_threads=max_threads)
     chosen = os.environ.get("COURSE_THREADS")
+    measured = None
     if chosen:
         value = configure_threads(chosen)
         reason = f"COURSE_THREADS={chosen}"
@@ -206,9 +252,52 @@ def choose_threads(max_threads: int = 2, announce: bool = True) -> int:
     else:
         measured = measure_threads()
         value, reason = configure_threads(measured.threads), f"measured: {measured}"
+    _log_choice(value, reason, measured)
+    _watch.active, _watch.samples, _watch.last = measured is not None and value > 1, [], -math.inf
     if announce:
         print(f"using {value} CPU thread{'s' if value > 1 else ''} ({reason})")
     return value
+
+
+def watch_threads(now: float | None = None) -> int:
+    """Keep a measured choice of two threads honest while a long loop runs; return the threads in effect.
+
+    The course's training loop (:func:`course_lib.training.engine.train`) calls this after every step. It does
+    nothing unless :func:`choose_threads` measured and chose two threads (never against ``COURSE_THREADS``
+    or a count set with :func:`configure_threads`). Then, at most every :data:`WATCH_EVERY` seconds, it
+    samples how many threads of other processes are running (as :func:`measure_threads` does), and when the
+    median of the last :data:`WATCH_SAMPLES` samples leaves at most 1.5 CPUs free (the probe's own rule) it
+    switches to one thread for the rest of the run and says so in one line. Why: the probe sees the load
+    of one instant; work that starts after it (another program, a video call) made two threads 2.5x slower
+    than one for notebook 11's pre-training (222 processor seconds for 600 steps against 56-62 with one
+    thread, measured beside other work). A sample costs a read of ``/proc``; on an idle machine the watch
+    never switches, so the loop runs as before. ``now`` (seconds, ``time.monotonic()``) is for tests.
+
+    The switch changes the order of floating-point sums from that step on, as the probe's choice already
+    does: on an idle machine (no switch) a seed gives the same numbers as before.
+    """
+    if not _watch.active:
+        return torch.get_num_threads()
+    now = time.monotonic() if now is None else now
+    if now - _watch.last < WATCH_EVERY:
+        return torch.get_num_threads()
+    _watch.last = now
+    busy = _runnable_elsewhere()
+    if busy is None:  # no /proc/loadavg: nothing to watch
+        _watch.active = False
+        return torch.get_num_threads()
+    _watch.samples = [*_watch.samples, float(busy)][-WATCH_SAMPLES:]
+    if len(_watch.samples) < WATCH_SAMPLES:
+        return torch.get_num_threads()
+    elsewhere = float(statistics.median(_watch.samples))
+    if (os.cpu_count() or 1) - elsewhere > 1.5:
+        return torch.get_num_threads()
+    reason = f"{elsewhere:.1f} CPUs busy with other work since the measurement"
+    torch.set_num_threads(1)
+    _watch.active, _watch.samples = False, []
+    _log_choice(1, f"watched: {reason}", None)
+    print(f"using 1 CPU thread from now on ({reason})")
+    return 1
 
 
 def get_device(prefer: str | None = None, threads: int | str | None = None) -> torch.device:

@@ -145,3 +145,123 @@ def test_the_real_probe_returns_one_or_two_and_restores_the_threads(restore_thre
     measured = measure_threads()
     assert measured.threads in (1, 2) and (measured.speedup is None or measured.speedup > 0)
     assert torch.get_num_threads() == 1
+
+
+def test_every_thread_decision_is_logged_when_asked(monkeypatch, restore_threads, tmp_path, capsys) -> None:
+    """COURSE_THREADS_LOG: one JSON line per choose_threads call, with what the probe saw and chose (the
+    benchmarks read it beside a notebook's time); nothing is written without the variable."""
+    import json
+
+    from course_lib.runtime import choose_threads
+
+    log = tmp_path / "threads.jsonl"
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    monkeypatch.delenv("COURSE_THREADS_LOG", raising=False)
+    _fake_probe(monkeypatch, 2e-3, 1e-3, 0)
+    assert choose_threads(announce=False) == 2 and not log.exists()
+    monkeypatch.setenv("COURSE_THREADS_LOG", str(log))
+    assert choose_threads(announce=False) == 2
+    _fake_probe(monkeypatch, 2e-3, 1.1e-3, 1)            # a core busy with other work
+    assert choose_threads(announce=False) == 1
+    monkeypatch.setenv("COURSE_THREADS", "2")
+    assert choose_threads(announce=False) == 2
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["threads"] for r in records] == [2, 1, 2]
+    assert records[0]["busy_elsewhere"] == 0.0 and records[0]["speedup"] == pytest.approx(2.0)
+    assert records[1]["busy_elsewhere"] == 1.0 and records[1]["reason"].startswith("measured: 1.0 CPUs busy")
+    assert records[2] == {**records[2], "reason": "COURSE_THREADS=2", "busy_elsewhere": None, "speedup": None}
+    monkeypatch.setenv("COURSE_THREADS_LOG", str(tmp_path / "no_such_folder" / "log"))
+    assert choose_threads(announce=False) == 2                # an unwritable log never stops a lesson
+    assert capsys.readouterr().out == ""
+
+
+def _armed_watch(monkeypatch, others: list[int]) -> None:
+    """choose_threads measured two threads (a fake probe on an idle machine); afterwards the load samples
+    the watch reads are ``others``, one after another (0 when they run out)."""
+    from course_lib import runtime
+
+    monkeypatch.delenv("COURSE_THREADS", raising=False)
+    monkeypatch.delenv("COURSE_THREADS_LOG", raising=False)
+    _fake_probe(monkeypatch, 2e-3, 1e-3, 0)
+    assert runtime.choose_threads(announce=False) == 2
+    later = iter(others)
+    monkeypatch.setattr(runtime, "_runnable_elsewhere", lambda: next(later, 0))
+
+
+@pytest.mark.parametrize(("others", "expected"), [
+    ([0, 0, 0, 0, 0, 0, 0], 2),  # idle all along: the measured two threads stay
+    ([0, 1, 0, 0, 0, 1, 0], 2),  # commands that ran for an instant: the median says idle
+    ([1, 1, 1, 1, 1], 1),        # another program took a CPU after the measurement: one thread from now on
+    ([0, 0, 1, 1, 1], 1),        # ... also when it started during the run
+])
+def test_watch_threads_drops_to_one_thread_when_other_work_takes_a_cpu(monkeypatch, restore_threads, capsys,
+                                                                       others, expected) -> None:
+    from course_lib.runtime import WATCH_EVERY, watch_threads
+
+    _armed_watch(monkeypatch, others)
+    seen = [watch_threads(now=1000.0 + i * WATCH_EVERY) for i in range(len(others))]
+    assert seen[-1] == expected == torch.get_num_threads()
+    assert seen[:4] == [2, 2, 2, 2]  # never decided on fewer than WATCH_SAMPLES samples
+    out = capsys.readouterr().out
+    assert (out == "using 1 CPU thread from now on (1.0 CPUs busy with other work since the measurement)\n") \
+        == (expected == 1)
+    assert watch_threads(now=5000.0) == expected  # after a switch the watch is off: it never goes back to two
+
+
+def test_watch_threads_samples_at_most_every_watch_every_seconds(monkeypatch, restore_threads) -> None:
+    from course_lib import runtime
+
+    _armed_watch(monkeypatch, [1] * 20)
+    calls = []
+    busy = runtime._runnable_elsewhere
+    monkeypatch.setattr(runtime, "_runnable_elsewhere", lambda: calls.append(1) or busy())
+    for i in range(40):  # 40 steps of a quarter of WATCH_EVERY: 10 samples at most
+        runtime.watch_threads(now=2000.0 + i * runtime.WATCH_EVERY / 4)
+    assert len(calls) == runtime.WATCH_SAMPLES and torch.get_num_threads() == 1
+
+
+def test_watch_threads_never_overrides_a_count_that_was_not_measured(monkeypatch, restore_threads) -> None:
+    """COURSE_THREADS, configure_threads and a probe that chose one thread leave the watch off."""
+    from course_lib import runtime
+
+    _armed_watch(monkeypatch, [1] * 50)
+    runtime.configure_threads(2)                      # a notebook or a learner set two threads
+    assert [runtime.watch_threads(now=3000.0 + i) for i in range(8)] == [2] * 8
+    monkeypatch.setenv("COURSE_THREADS", "2")
+    runtime.choose_threads(announce=False)
+    assert [runtime.watch_threads(now=4000.0 + i) for i in range(8)] == [2] * 8
+
+
+def test_the_training_loop_watches_the_threads(monkeypatch, restore_threads) -> None:
+    """train() calls watch_threads after every step: a CPU taken during a run moves it to one thread."""
+    from torch import nn
+
+    from course_lib import runtime
+    from course_lib.training.engine import classification_step, train
+
+    _armed_watch(monkeypatch, [1] * 50)
+    monkeypatch.setattr(runtime, "WATCH_EVERY", 0.0)  # a sample after every step
+    model = nn.Linear(3, 2)
+    batches = [(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))]
+    history = train(model, batches, 6, torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=nn.functional.cross_entropy,
+                    step_fn=classification_step, progress=False)
+    assert history.steps == 6 and torch.get_num_threads() == 1
+
+
+def test_own_threads_are_counted_before_and_after_the_load_is_read(monkeypatch) -> None:
+    """A worker thread that stops spinning while /proc/loadavg is read was in the load: the larger of this
+    process's two counts is taken off, so an idle machine never looks busy to the probe or the watch."""
+    import io
+
+    from course_lib import runtime
+
+    read = []
+
+    def fake_open(path):
+        read.append(path)
+        return io.StringIO("0.50 0.40 0.30 3/120 4242\n")  # 3 running: this process's three threads
+
+    monkeypatch.setattr(runtime, "open", fake_open, raising=False)
+    # before the read: the calling thread and two spinning workers; after it: the workers went to sleep
+    monkeypatch.setattr(runtime, "_runnable_here", lambda: 1 if read else 3)
+    assert runtime._runnable_elsewhere() == 0

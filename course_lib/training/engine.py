@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course_lib.runtime import watch_threads
 from course_lib.training.parallel import progress_bar
 from course_lib.validation import validated_by
 
@@ -546,6 +547,7 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
             stop = [bool(hook(history, pred)) for hook in hooks]  # every hook runs, then any may stop
             if not model.training:  # a hook evaluated
                 model.train()
+            watch_threads()  # two measured threads become one if other work took a CPU meanwhile
             if history.steps % 20 == 0 or history.steps == 1:
                 bar.set_postfix(loss=f"{history.losses[-1]:.3f}", lr=f"{history.lrs[-1]:.2e}")
             bar.update(1)
