@@ -24,6 +24,15 @@ NAMED = {
     "repeat_kv": ["heads repeated in the wrong order"],
     "online_softmax": ["running sum not rescaled"],
 }
+#: Wrong answers a student-seat review wrote (round 3) that failed with no hint, or with another mistake's hint
+#: ("eps fixed instead of the module's" was told that eps was left out): each is declared, so it gets its own.
+FOUND_BY_THE_SEAT = {
+    "apply_rope": ["interleaved pairs put back as halves", "b rotated with the already rotated a", "base ignored",
+                   "(batch, seq) angles without a heads axis"],
+    "rms_norm": ["eps fixed instead of the module's", "one mean square for the whole tensor", "square of the mean"],
+    "swiglu": ["GELU instead of SiLU", "w_gate never used", "w_up never used"],
+    "online_softmax": ["new tile measured against the old maximum", "a short last tile dropped", "dim ignored"],
+}
 
 
 @pytest.mark.parametrize("name, mistake", MISTAKES, ids=[f"{n}-{m.name}" for n, m in MISTAKES])
@@ -42,8 +51,9 @@ def test_the_reference_and_every_alternative_pass(name: str) -> None:
         assert result.passed, f"{getattr(impl, '__name__', impl)}: {result}"
 
 
-def test_the_mistakes_the_issue_names_are_declared() -> None:
-    for name, wanted in NAMED.items():
+@pytest.mark.parametrize("declared", [NAMED, FOUND_BY_THE_SEAT], ids=["issue", "student seat"])
+def test_the_mistakes_the_issue_names_are_declared(declared: dict[str, list[str]]) -> None:
+    for name, wanted in declared.items():
         declared = {m.name for m in get_exercise(name).mistakes}
         assert set(wanted) <= declared, f"{name}: missing {set(wanted) - declared}"
 
@@ -117,3 +127,14 @@ def test_pytorchs_own_rms_norm_counts_as_a_shortcut() -> None:
 
     result = run_check("rms_norm", Shortcut)
     assert result.status == "failed" and "rms_norm" in result.message
+
+
+def test_batch_angles_without_a_heads_axis_broadcast_silently_when_batch_equals_heads() -> None:
+    """Why the public case has batch = heads = 2: the mistake then raises nothing, it only turns head h of every
+    sequence by sequence h's positions; the check's verdict is the only sign of it."""
+    apply_rope = get_exercise("apply_rope").reference
+    wrong = _mistake("apply_rope", "(batch, seq) angles without a heads axis")
+    x, positions = torch.randn(2, 2, 3, 8), torch.tensor([[0, 1, 2], [40, 41, 42]])
+    assert wrong(x, positions).shape == x.shape
+    assert torch.allclose(wrong(x[:, :1], positions[:1]), apply_rope(x[:, :1], positions[:1]))
+    assert (wrong(x, positions) - apply_rope(x, positions)).abs().max() > 0.1

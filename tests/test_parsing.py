@@ -9,6 +9,7 @@ cases a decoder produces: unbalanced brackets, duplicated brackets, empty output
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -192,6 +193,33 @@ def test_train_parser_scores_each_budget(one_thread) -> None:
         assert set(scores) == {"F1", "precision", "recall", "exact", "well-formed"}
         assert all(0.0 <= v <= 100.0 for v in scores.values())
     assert run["scores"][1] == parse_scores(run["hypotheses"], [p.tgt for p in parse_data(TINY.data).treebank.test])
+
+
+def test_scoring_between_budgets_changes_nothing_in_the_training(one_thread, monkeypatch) -> None:
+    """Scored after 3 and 20 steps or after 20 only: the same 20 batches, so the same parser at 20 steps.
+    train() starts a new pass over a loader at every call, so the run must hand it one stream (200 pairs in
+    batches of 16: an epoch is 13 batches, and a new pass after step 3 gave a new shuffle)."""
+    from course_lib.experiments import ablation
+
+    def batches_seen(budgets: tuple[int, ...]) -> tuple[list[torch.Tensor], dict]:
+        seen = []
+
+        def recording_train(model, loader, steps, *args, **kwargs):
+            def recorded():
+                for batch in loader:  # the real train() draws exactly `steps` batches from this
+                    seen.append(batch.src.clone())
+                    yield batch
+            return real_train(model, recorded(), steps, *args, **kwargs)
+
+        monkeypatch.setattr(ablation, "train", recording_train)
+        run = train_parser(1, replace(TINY, budgets=budgets))
+        return seen, run
+
+    real_train = ablation.train
+    (twice, run_twice), (once, run_once) = batches_seen((3, 20)), batches_seen((20,))
+    assert len(twice) == len(once) == 20
+    assert all(torch.equal(a, b) for a, b in zip(twice, once, strict=True))
+    assert run_twice["hypotheses"] == run_once["hypotheses"] and run_twice["scores"][-1] == run_once["scores"][-1]
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -13,6 +13,10 @@ The known mistakes are the ones these components are known for in the open model
 layouts confused (or one layout's cosine table with the other's pairs), the norm's epsilon outside the square
 root, the SiLU on the wrong branch of the gate, key/value heads repeated in the wrong order (``repeat`` where
 ``repeat_interleave`` is meant), and an online softmax whose running sum is not rescaled when the maximum grows.
+Beside them, the wrong answers a review from the student's seat wrote that got no hint or another mistake's: the
+interleaved pairs put back as halves, ``b`` rotated with the rotated ``a``, the base or the module's ``eps``
+ignored, ``(batch, seq)`` angles without a heads axis, a mean square over the whole tensor, GELU for SiLU, one
+projection used twice, a new tile taken against the old maximum, a short last tile dropped, ``dim`` ignored.
 """
 
 from __future__ import annotations
@@ -133,6 +137,33 @@ def _rope_rows_reversed(x, positions, base=10000.0, layout="half"):
     return _rope_with(x, positions, base, layout).flip(-2)  # rows rotated, then handed back in reverse order
 
 
+def _rope_interleaved_put_back_as_halves(x, positions, base=10000.0, layout="half"):
+    """The layout's pairs rotated, but the results always concatenated: a' of every pair, then every b'."""
+    angles = _angles(positions, x.shape[-1], base, x.dim())  # (..., seq, d_k/2)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = _pairs(x, layout)
+    return torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)  # the 'half' places, whatever the layout
+
+
+def _rope_b_from_rotated_a(x, positions, base=10000.0, layout="half"):
+    """a overwritten by a' before b' is computed: b' = a' sin + b cos reads the rotated a."""
+    angles = _angles(positions, x.shape[-1], base, x.dim())
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    a, b = _pairs(x, layout)
+    a = a * cos - b * sin
+    return _unpairs(a, a * sin + b * cos, layout)
+
+
+def _rope_base_ignored(x, positions, base=10000.0, layout="half"):
+    return apply_rope(x, positions, layout=layout)  # the default base 10 000, whatever base says
+
+
+def _rope_batch_angles_without_heads_axis(x, positions, base=10000.0, layout="half"):
+    """(batch, seq, d_k/2) angles broadcast straight against (batch, heads, seq, d_k/2): batch meets heads."""
+    angles = _angles(positions, x.shape[-1], base, dims=0)  # no heads axis added
+    return _rope_with(x, positions, base, layout, angles=angles)
+
+
 def _rope_with_complex_numbers(x, positions, base=10000.0, layout="half"):
     """Meta's original code: each pair is one complex number, multiplied by e^(i theta)."""
     a, b = _pairs(x.double(), layout)
@@ -201,6 +232,24 @@ APPLY_ROPE = register(Exercise(
                 "with a cache, the new tokens start at the number of tokens seen, not at 0."),
         Mistake("rows reordered", _rope_rows_reversed,
                 "return the rows in the order of x: each row is one token, rotated by the angles of its own position."),
+        Mistake("interleaved pairs put back as halves", _rope_interleaved_put_back_as_halves,
+                "the pairs are right but the results go back to the wrong places: with 'interleaved' pairs, the "
+                "rotated a and b of pair i return to features 2i and 2i + 1, side by side; joining all the a's, "
+                "then all the b's, lists them in the 'half' layout's order.",
+                detail="interleaved: torch.stack([a_rot, b_rot], dim=-1).flatten(-2), not torch.cat([a_rot, b_rot], "
+                       "dim=-1) (that is the 'half' layout's way back)."),
+        Mistake("b rotated with the already rotated a", _rope_b_from_rotated_a,
+                "both members of a pair turn together: compute the new b from the OLD a and b. Once a has been "
+                "overwritten by its rotated value, the formula for the new b reads the wrong a."),
+        Mistake("base ignored", _rope_base_ignored,
+                "the frequencies depend on the base argument, omega_i = base^(-2i/d_k): Llama 3 uses 500 000 "
+                "(rope_theta), not the default 10 000. Pass base on to where the angles are computed."),
+        Mistake("(batch, seq) angles without a heads axis", _rope_batch_angles_without_heads_axis,
+                "with positions of shape (batch, seq), the table of angles is (batch, seq, d_k/2); against x of "
+                "shape (batch, heads, seq, d_k) it lines up from the right, so its batch axis meets the heads axis "
+                "(silently, when both have the same size). Give it a heads axis of size 1 so that every head of "
+                "sequence b turns by sequence b's positions.",
+                detail="angles[:, None] (batch, 1, seq, d_k/2) when positions.dim() == 2 and x has a heads axis."),
     ],
     also_correct=[_rope_with_complex_numbers, _rope_with_rotation_matrices, _rope_rotate_half],
 ))
@@ -277,6 +326,21 @@ class _RmsWrongAxis(RMSNorm):
         return self.weight * x * torch.rsqrt(x.pow(2).mean(axis, keepdim=True) + self.eps)
 
 
+class _RmsEpsFixed(RMSNorm):
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)  # Llama's value, not self.eps
+
+
+class _RmsMeanOfEverything(RMSNorm):
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean() + self.eps)  # one mean square for the whole tensor
+
+
+class _RmsSquareOfMean(RMSNorm):
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.mean(-1, keepdim=True).pow(2) + self.eps)  # mean(x)^2, not mean(x^2)
+
+
 class _RmsWithSqrtDivision(RMSNorm):
     def forward(self, x):
         rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
@@ -312,6 +376,9 @@ RMS_NORM = register(Exercise(
                 "dividing by the root plus eps is another function, far off once the mean square is as small as "
                 "eps.",
                 detail="x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps), not x / (rms + self.eps)."),
+        Mistake("eps fixed instead of the module's", _RmsEpsFixed,
+                "use the module's own epsilon, the eps its constructor was given (a model chooses it: 1e-5 or "
+                "1e-6 in Llama's configurations), not a number written into forward."),
         Mistake("eps left out", _RmsNoEps,
                 "add eps to the mean square before the square root: without it a row of zeros gives 0/0 = NaN, "
                 "and tiny activations are blown up."),
@@ -329,6 +396,12 @@ RMS_NORM = register(Exercise(
         Mistake("gain applied before normalising", _RmsGainFirst,
                 "normalise x first, then multiply by the gain: a gain applied before the normalisation is "
                 "divided out again."),
+        Mistake("one mean square for the whole tensor", _RmsMeanOfEverything,
+                "each position's vector is divided by its OWN root mean square, averaged over its d_model "
+                "features only: a mean over every axis divides all positions by one shared number."),
+        Mistake("square of the mean", _RmsSquareOfMean,
+                "the root mean square squares each feature first, then averages: the mean of the squares, not the "
+                "square of the mean (which is 0 for a vector of mean 0)."),
         Mistake("normalised over the wrong axis", _RmsWrongAxis,
                 "normalise each position's vector over its features, the last axis, keeping that axis so the "
                 "result broadcasts."),
@@ -389,6 +462,21 @@ class _SwigluSiluOnBoth(SwiGLU):
         return self.w_down(F.silu(self.w_gate(x)) * F.silu(self.w_up(x)))
 
 
+class _SwigluGelu(SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.gelu(self.w_gate(x)) * self.w_up(x))  # GeGLU
+
+
+class _SwigluUpTwice(SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_up(x)) * self.w_up(x))  # w_gate never used
+
+
+class _SwigluGateTwice(SwiGLU):
+    def forward(self, x):
+        return self.w_down(F.silu(self.w_gate(x)) * self.w_gate(x))  # w_up never used
+
+
 class _SwigluSpelledOut(SwiGLU):
     def forward(self, x):
         gate = F.linear(x, self.w_gate.weight, self.w_gate.bias)
@@ -424,6 +512,15 @@ SWIGLU = register(Exercise(
         Mistake("ReLU instead of SiLU", _SwigluRelu,
                 "SwiGLU's gate is the SiLU (Swish), silu(z) = z sigmoid(z), smooth and slightly negative below 0; "
                 "a ReLU gate is ReGLU, another of Shazeer's variants."),
+        Mistake("GELU instead of SiLU", _SwigluGelu,
+                "SwiGLU's gate is the SiLU (Swish), silu(z) = z sigmoid(z), not the GELU of GPT-2 and BERT: the two "
+                "curves are close but not equal, and a GELU gate is GeGLU (Gemma's block)."),
+        Mistake("w_gate never used", _SwigluUpTwice,
+                "the block has two different projections of x: the gate branch, w_gate, through the SiLU, and the "
+                "linear up branch, w_up. Yours uses w_up for both, so w_gate's weights are never read."),
+        Mistake("w_up never used", _SwigluGateTwice,
+                "the block has two different projections of x: the gate branch, w_gate, through the SiLU, and the "
+                "linear up branch, w_up. Yours uses w_gate for both, so w_up's weights are never read."),
         Mistake("sigmoid instead of SiLU", _SwigluSigmoid,
                 "the gate is silu(z) = z sigmoid(z), not sigmoid(z) alone (that is the original GLU)."),
         Mistake("SiLU after the product", _SwigluSiluAfterProduct,
@@ -601,15 +698,22 @@ def _online_sum_reset(x, dim=-1, tile_size=32):
     return (torch.exp(rows - m) / total).movedim(-1, dim)
 
 
-def _online_max_from_zero(x, dim=-1, tile_size=32):
+def _online_recurrence(x, dim, tile_size, start=-math.inf, terms_against_new_max=True):
+    """The online softmax's loop with two places a mutant changes: where the running maximum starts, and which
+    maximum (the new m' or the old m) the new tile's terms are taken against."""
     rows, tiles = _tiles(x, dim, tile_size)
-    m = torch.zeros_like(rows[..., :1])  # a running maximum that starts at 0, not -inf
+    m = torch.full_like(rows[..., :1], start)
     total = torch.zeros_like(m)
     for tile in tiles:
         new = torch.maximum(m, tile.amax(-1, keepdim=True))
-        total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
+        shift = new if terms_against_new_max else m
+        total = total * torch.exp(m - new) + torch.exp(tile - shift).sum(-1, keepdim=True)
         m = new
     return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_max_from_zero(x, dim=-1, tile_size=32):
+    return _online_recurrence(x, dim, tile_size, start=0.0)  # a running maximum that starts at 0, not -inf
 
 
 def _online_no_shift(x, dim=-1, tile_size=32):
@@ -618,6 +722,26 @@ def _online_no_shift(x, dim=-1, tile_size=32):
     for tile in tiles:
         total = total + torch.exp(tile).sum(-1, keepdim=True)
     return (torch.exp(rows) / total).movedim(-1, dim)
+
+
+def _online_tile_against_old_max(x, dim=-1, tile_size=32):
+    return _online_recurrence(x, dim, tile_size, terms_against_new_max=False)  # exp(s_j - m), not exp(s_j - m')
+
+
+def _online_short_tile_dropped(x, dim=-1, tile_size=32):
+    rows = x.movedim(dim, -1)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    total = torch.zeros_like(m)
+    for start in range(0, rows.shape[-1] - tile_size + 1, tile_size):  # whole tiles only: a short last one is lost
+        tile = rows[..., start:start + tile_size]
+        new = torch.maximum(m, tile.amax(-1, keepdim=True))
+        total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
+        m = new
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_dim_ignored(x, dim=-1, tile_size=32):
+    return online_softmax(x, -1, tile_size)  # always the last axis
 
 
 def _online_by_logaddexp(x, dim=-1, tile_size=32):
@@ -665,6 +789,16 @@ ONLINE_SOFTMAX = register(Exercise(
         Mistake("running sum not rescaled", _online_no_rescale,
                 "when a tile raises the running maximum from m to m', the sum so far was computed against "
                 "exp(-m): multiply it by exp(m - m') before adding the new tile's terms."),
+        Mistake("new tile measured against the old maximum", _online_tile_against_old_max,
+                "once the maximum has grown to m', the whole running sum is measured against m': rescale the old "
+                "sum by exp(m - m') AND take the new tile's terms against the new maximum m', not the old m (the "
+                "old m is minus infinity at the first tile)."),
+        Mistake("a short last tile dropped", _online_short_tile_dropped,
+                "the last tile may be shorter than tile_size (10 entries in tiles of 4: 4, 4 and 2): it must be "
+                "summed too, or the sum misses its terms and the probabilities add up to more than 1."),
+        Mistake("dim ignored", _online_dim_ignored,
+                "take the softmax along the axis the dim argument names, not always the last one: move that axis "
+                "last, work there, and move it back."),
         Mistake("rescaling factor upside down", _online_rescale_inverted,
                 "the old sum is multiplied by exp(m - m'), at most 1 since the maximum only grows: the old terms "
                 "shrink relative to the new, larger maximum."),

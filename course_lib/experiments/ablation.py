@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -315,6 +315,13 @@ def score_parser(model: Transformer, data: ParseData, pairs: list[Pair]) -> tupl
     return parse_scores(hypotheses, [p.tgt for p in pairs]), hypotheses
 
 
+def _endless(loader: Iterable) -> Iterator:
+    """The loader's batches, epoch after epoch, as one iterator: train() called on it again continues where it
+    stopped (called on the loader itself, it would start a new epoch, and a new shuffle, at every call)."""
+    while True:
+        yield from loader
+
+
 def train_parser(seed: int, settings: ParseSettings) -> dict[str, object]:
     """Train one parser with ``seed`` and score it after each of ``settings.budgets`` steps.
 
@@ -332,7 +339,9 @@ def train_parser(seed: int, settings: ParseSettings) -> dict[str, object]:
     model = build_parser(settings, data)
     optimizer = make_optimizer(model)
     scheduler = make_scheduler(optimizer, settings.d_model, warmup=settings.warmup, scale=settings.lr_scale)
-    loader = make_loader(data.train_set, settings.batch_size, seed=seed)
+    # One stream of batches for every budget: each call of train() starts a new pass over a loader it is given
+    # (a new shuffle), so handing it the loader itself at each budget would make the scoring change the training.
+    batches = _endless(make_loader(data.train_set, settings.batch_size, seed=seed))
 
     def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return label_smoothed_cross_entropy(logits, target, settings.smoothing, data.tgt_vocab.pad_id)
@@ -341,7 +350,7 @@ def train_parser(seed: int, settings: ParseSettings) -> dict[str, object]:
     result: dict[str, object] = {"steps": list(settings.budgets), "scores": [], "train_seconds": [],
                                  "parse_seconds": [], "seed": seed, "params": count_parameters(model)}
     for budget in settings.budgets:
-        history = train(model, loader, budget - (history.steps if history else 0), optimizer, scheduler,
+        history = train(model, batches, budget - (history.steps if history else 0), optimizer, scheduler,
                         loss_fn=loss_fn, device=settings.device, progress=False, history=history)
         start = time.perf_counter()
         scores, hypotheses = score_parser(model, data, pairs)
