@@ -278,6 +278,34 @@ def test_the_pytorch_backed_stand_ins_equal_the_course_references() -> None:
     assert float(backed.label_smoothed_cross_entropy(logits, target * 0)) == 0.0  # all padding: 0, not NaN
 
 
+def test_notebook_13s_stand_ins_equal_the_references_and_run_through_pytorch() -> None:
+    """Notebook 13 in the class edition: notebook 03's frequencies from ``torch.logspace`` (every head size and
+    base, bit for bit) and the tiled attention from PyTorch's fused kernel (masks, causal with fewer queries than
+    keys, a query with no key); switched off by name, neither computes anything."""
+    from course_lib.exercises.core import ForbiddenCallError, forbid_calls
+    from course_lib.models.flash_attention import online_softmax_attention
+    from course_lib.models.positional import sinusoidal_frequencies
+
+    for d_model in (2, 4, 16, 64, 94, 128):
+        for base in (10000.0, 500000.0, 10000):
+            assert torch.equal(backed.sinusoidal_frequencies(d_model, base), sinusoidal_frequencies(d_model, base))
+    gen = torch.Generator().manual_seed(4)
+    for seq_q, seq_k in ((5, 5), (3, 7)):
+        q, k = torch.randn(2, 3, seq_q, 8, generator=gen), torch.randn(2, 3, seq_k, 8, generator=gen)
+        v = torch.randn(2, 3, seq_k, 4, generator=gen)
+        mask = torch.rand(2, 1, seq_q, seq_k, generator=gen) < 0.6
+        mask[0, 0, 1] = False  # a query with no key: a zero output
+        for m in (None, mask, mask[0, 0]):
+            for causal in (False, True):
+                expected = online_softmax_attention(q, k, v, m, causal, tile_size=3)
+                assert torch.allclose(backed.online_softmax_attention(q, k, v, m, causal), expected, atol=1e-6)
+    for stand_in, args, through in ((backed.sinusoidal_frequencies, (8,), "torch.logspace"),
+                                    (backed.online_softmax_attention, (q, k, v),
+                                     "torch.nn.functional.scaled_dot_product_attention")):
+        with forbid_calls((through,)), pytest.raises(ForbiddenCallError):
+            stand_in(*args)
+
+
 def _in_chunks(step: Any, x: torch.Tensor, chunks: tuple[int, ...]) -> list[Any]:
     """``step(part)`` on consecutive slices of ``x``'s positions, ``chunks`` long each (a prompt, then tokens)."""
     starts = [sum(chunks[:i]) for i in range(len(chunks))]

@@ -334,6 +334,14 @@ PASTED = {
         "\n\ndef sinusoidal_table(max_len, d_model):\n"
         "    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * sinusoidal_frequencies(d_model).double()\n"
         "    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(max_len, d_model).float()\n"),
+    "online_softmax": lambda: _pasted(
+        "course_lib.models.flash_attention.online_softmax_attention", "online_softmax",
+        "\n\ndef online_softmax(x, dim=-1, tile_size=32):\n"
+        "    rows = x.movedim(dim, -1)\n"
+        "    n = rows.shape[-1]\n"
+        "    ones = torch.ones(*rows.shape[:-1], 1, 1, dtype=x.dtype)\n"
+        "    identity = torch.eye(n, dtype=x.dtype).expand(*rows.shape[:-1], n, n)\n"
+        "    return online_softmax_attention(ones, rows[..., None], identity)[..., 0, :].movedim(-1, dim)\n"),
 }
 
 
@@ -365,6 +373,7 @@ def run_case_output_equals_reference(name: str, impl) -> bool:
     from course_lib.exercises.core import run_case
 
     exercise = get_exercise(name)
-    return all(torch.allclose(torch.as_tensor(run_case(impl, case)), torch.as_tensor(run_case(exercise.reference, case)),
-                              atol=exercise.atol, rtol=exercise.rtol, equal_nan=True)
-               for case in exercise.cases("hidden", seed=SEED))
+    cases = exercise.cases("hidden", seed=SEED)
+    outputs = [(run_case(impl, case), run_case(exercise.reference, case)) for case in cases]
+    return all(torch.allclose(torch.as_tensor(got), torch.as_tensor(expected), atol=exercise.atol, rtol=exercise.rtol,
+                              equal_nan=True) for got, expected in outputs)

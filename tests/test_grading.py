@@ -938,7 +938,8 @@ def test_the_pasted_fixtures_are_the_stand_ins_the_class_edition_ships() -> None
 
     stand_ins = {"causal_mask": "course_lib.models.masking.causal_mask",
                  "label_smoothed_cross_entropy": "course_lib.training.engine.label_smoothed_cross_entropy",
-                 "sinusoidal_frequencies": "course_lib.models.positional.sinusoidal_frequencies"}
+                 "sinusoidal_frequencies": "course_lib.models.positional.sinusoidal_frequencies",
+                 "online_softmax_attention": "course_lib.models.flash_attention.online_softmax_attention"}
     found = set()
     for path in PASTED_FILES:
         header = _fixture_header(path)
@@ -960,7 +961,7 @@ def _course_exercises() -> list:
 @pytest.fixture(scope="module")
 def pasted_graded(tmp_path_factory) -> dict:
     """Every pasted stand-in graded in one run through the sandbox (policy OFF: what ran decides), --jobs 2,
-    beside the honest solved notebooks 03, 04 and 07."""
+    beside the honest solved notebooks 03, 04, 07 and 13."""
     folder = tmp_path_factory.mktemp("pasted")
     paths = []
     for path in PASTED_FILES:
@@ -992,5 +993,6 @@ def test_a_pasted_stand_in_earns_nothing_and_says_what_to_build(pasted_graded, f
 @pytest.mark.slow
 def test_the_honest_neighbours_of_the_pasted_stand_ins_keep_full_marks(pasted_graded) -> None:
     honest = {k: r for k, r in pasted_graded.items() if k.endswith("_honest")}
-    assert len(honest) == 3 and all(r.total == r.max_total > 0 for r in honest.values()), {
+    notebooks = {_fixture_header(p)["notebook"] for p in PASTED_FILES}
+    assert len(honest) == len(notebooks) == 4 and all(r.total == r.max_total > 0 for r in honest.values()), {
         k: [(e.exercise, e.status, e.message[:200]) for e in r.exercises] for k, r in honest.items()}

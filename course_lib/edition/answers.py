@@ -13,7 +13,9 @@ For each registered exercise (:func:`course_lib.exercises.registered_exercises`)
 Notebook 13's rotary embeddings need those frequencies for any head size and base (its exercise builds on
 ``rope_angles``), which a few stored calls cannot serve: the class edition computes them through
 ``torch.logspace`` (:func:`course_lib.edition.backed.sinusoidal_frequencies`), a route the grader of notebook 03
-refuses (``forbidden_ops``), and the grader's sandbox copy withholds them.
+refuses (``forbidden_ops``), and the grader's sandbox copy withholds them. Likewise notebook 13's tiled
+``online_softmax_attention`` (a softmax when its values are the identity) runs PyTorch's fused attention,
+which the grader of ``online_softmax`` refuses.
 
 :func:`graded_parts` lists them (a key is ``module.name`` or ``module.Class.method``), and
 :func:`stand_in_kind` says what the class edition puts in each one's place: PyTorch's own module

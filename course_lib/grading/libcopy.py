@@ -130,7 +130,7 @@ def build_library(folder: Path, references: Iterable[Any], assignment: Path | No
 
 def _helper_kind(key: str) -> str:
     """The stand-in of a graded helper in the sandbox: the class edition's (stored outputs or withheld), except
-    that a helper the edition computes through PyTorch (notebook 03's frequencies, through ``torch.logspace``) is
+    that a helper the edition computes through PyTorch (notebook 03's frequencies, notebook 13's tiled attention) is
     withheld here: absence, not only the refusal of that route by the exercise's ``forbidden_ops``."""
     kind = stand_in_kind(key)
     return "withheld" if kind == "backed" else kind
