@@ -24,10 +24,9 @@ def online_softmax_attention(query: torch.Tensor, key: torch.Tensor, value: torc
     import torch.nn.functional as F
     from torch.nn.attention.bias import causal_lower_right
 
-    seq_q, seq_k = query.shape[-2], key.shape[-2]
     allowed = mask
-    if causal:
-        lower_right = causal_lower_right(seq_q, seq_k)._materialize(query.device)  # (seq_q, seq_k), PyTorch's
+    if causal:  # PyTorch's lower-right causal bias, as a boolean (seq_q, seq_k)
+        lower_right = causal_lower_right(query.shape[-2], key.shape[-2])._materialize(query.device)
         allowed = lower_right if allowed is None else allowed & lower_right
     if allowed is not None:
         allowed = allowed.reshape((1,) * max(0, query.dim() - allowed.dim()) + tuple(allowed.shape))
