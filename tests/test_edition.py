@@ -50,14 +50,10 @@ FAST_NOTEBOOKS = ["00_welcome"]
 #: Every notebook of the course, run unsolved in the class edition (slow tests, ``COURSE_SMOKE=1``: the training
 #: loops shortened, as the site's CI build runs them).
 RUN_NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-#: Known gaps of the class edition (issue 32, open): notebook 10's generation now runs through the attention
-#: module's own key/value cache, which PyTorch's multi-head attention (the edition's stand-in) does not take;
-#: notebook 13's rotary embeddings need notebook 03's frequencies, which the edition withholds. Each must fail
-#: (strict), so that the day it runs the marker has to go.
-EDITION_GAPS = {
-    "10_language_model": "generation calls MultiHeadAttention(cache=...), which the PyTorch-backed stand-in lacks",
-    "13_todays_models": "RoPE needs sinusoidal_frequencies, withheld with notebook 03's answer",
-}
+#: Known gaps of the class edition: notebooks that do not run unsolved in it yet, each marked a strict expected
+#: failure (the day it runs, the marker has to go). None now: notebook 10's generation runs through the
+#: PyTorch-backed attention's key/value cache, notebook 13's rotary embeddings through ``torch.logspace`` (issue 32).
+EDITION_GAPS: dict[str, str] = {}
 RUN_TEST = "test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib"
 RUN_PARAMS = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=EDITION_GAPS[name]))
               if name in EDITION_GAPS else name for name in RUN_NOTEBOOKS]
@@ -280,6 +276,110 @@ def test_the_pytorch_backed_stand_ins_equal_the_course_references() -> None:
     assert torch.allclose(backed.label_smoothed_cross_entropy(logits, target),
                           training.label_smoothed_cross_entropy(logits, target), atol=1e-6)
     assert float(backed.label_smoothed_cross_entropy(logits, target * 0)) == 0.0  # all padding: 0, not NaN
+
+
+def test_notebook_13s_stand_ins_equal_the_references_and_run_through_pytorch() -> None:
+    """Notebook 13 in the class edition: notebook 03's frequencies from ``torch.logspace`` (every head size and
+    base, bit for bit) and the tiled attention from PyTorch's fused kernel (masks, causal with fewer queries than
+    keys, a query with no key); switched off by name, neither computes anything."""
+    from course_lib.exercises.core import ForbiddenCallError, forbid_calls
+    from course_lib.models.flash_attention import online_softmax_attention
+    from course_lib.models.positional import sinusoidal_frequencies
+
+    for d_model in (2, 4, 16, 64, 94, 128):
+        for base in (10000.0, 500000.0, 10000):
+            assert torch.equal(backed.sinusoidal_frequencies(d_model, base), sinusoidal_frequencies(d_model, base))
+    gen = torch.Generator().manual_seed(4)
+    for seq_q, seq_k in ((5, 5), (3, 7)):
+        q, k = torch.randn(2, 3, seq_q, 8, generator=gen), torch.randn(2, 3, seq_k, 8, generator=gen)
+        v = torch.randn(2, 3, seq_k, 4, generator=gen)
+        mask = torch.rand(2, 1, seq_q, seq_k, generator=gen) < 0.6
+        mask[0, 0, 1] = False  # a query with no key: a zero output
+        for m in (None, mask, mask[0, 0]):
+            for causal in (False, True):
+                expected = online_softmax_attention(q, k, v, m, causal, tile_size=3)
+                assert torch.allclose(backed.online_softmax_attention(q, k, v, m, causal), expected, atol=1e-6)
+    for stand_in, args, through in ((backed.sinusoidal_frequencies, (8,), "torch.logspace"),
+                                    (backed.online_softmax_attention, (q, k, v),
+                                     "torch.nn.functional.scaled_dot_product_attention")):
+        with forbid_calls((through,)), pytest.raises(ForbiddenCallError):
+            stand_in(*args)
+
+
+def _in_chunks(step: Any, x: torch.Tensor, chunks: tuple[int, ...]) -> list[Any]:
+    """``step(part)`` on consecutive slices of ``x``'s positions, ``chunks`` long each (a prompt, then tokens)."""
+    starts = [sum(chunks[:i]) for i in range(len(chunks))]
+    return [step(x[:, s:s + n]) for s, n in zip(starts, chunks, strict=True)]
+
+
+@pytest.mark.parametrize("chunks", [(7,), (3, 1, 2, 1), (1,) * 7])
+def test_the_pytorch_backed_attention_takes_the_key_value_cache_as_the_course_module(chunks: tuple[int, ...]) -> None:
+    """Notebook 10's generation in the class edition: the stand-in fed chunk by chunk with a cache equals the
+    stand-in and the reference on the whole sequence under a causal mask, and equals the reference fed the same
+    chunks (outputs, weights, the cache's keys and values), with a padding mask over the stored keys; and a
+    sliding-window cache (causal only) the same way."""
+    from course_lib.models.kv_cache import KVCache, SlidingWindowCache
+
+    gen = torch.Generator().manual_seed(2)
+    mha = attention.MultiHeadAttention(12, 3).eval()
+    x = torch.randn(2, 7, 12, generator=gen)
+    keys = torch.ones(2, 7, dtype=torch.bool)
+    keys[1, 1] = False  # a padded prompt position: its key is never attended to
+    whole = masking.causal_mask(7) & keys[:, None, None, :]
+    reference, reference_weights = mha(x, x, x, whole, True)
+    uncached, _ = backed.multi_head_attention_forward(mha, x, x, x, whole, True)
+    assert torch.allclose(uncached, reference, atol=1e-5)
+    for make in (KVCache, lambda: SlidingWindowCache(window=3)):
+        ours, theirs = make(), make()
+        done = 0
+
+        def step(part: torch.Tensor, ours: Any = ours, theirs: Any = theirs) -> tuple[Any, Any]:
+            nonlocal done
+            mask = keys[:, None, None, :done + part.shape[1]]  # (batch, 1, 1, stored): over every stored key
+            if isinstance(ours, SlidingWindowCache):  # the course's window takes no mask of its own (causal only)
+                mask = None
+            done += part.shape[1]
+            return (backed.multi_head_attention_forward(mha, part, part, part, mask, True, cache=ours),
+                    mha(part, part, part, mask, True, cache=theirs))
+
+        results = _in_chunks(step, x, chunks)
+        for (out, weights), (out2, weights2) in results:
+            assert torch.allclose(out, out2, atol=1e-5) and torch.allclose(weights, weights2, atol=1e-6)
+        assert torch.equal(ours.keys, theirs.keys) and torch.equal(ours.values, theirs.values)
+        assert ours.seen == theirs.seen == 7
+        if isinstance(ours, SlidingWindowCache):
+            continue
+        cached = torch.cat([out for (out, _), _ in results], dim=1)  # (batch, 7, d_model)
+        assert torch.allclose(cached, uncached, atol=1e-5) and torch.allclose(cached, reference, atol=1e-5)
+        if chunks == (7,):
+            assert torch.allclose(results[0][0][1], reference_weights, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_the_pytorch_backed_encoder_layer_takes_the_cache_as_the_course_layer(norm_first: bool) -> None:
+    """GPT's blocks with a cache in the class edition: PyTorch's layer with the course's attention in its
+    ``self_attn`` slot equals the course layer fed the same chunks and the whole sequence, and still runs
+    through ``nn.TransformerEncoderLayer`` (switched off by name, it computes nothing)."""
+    from course_lib.checks.nb05_encoder import random_state
+    from course_lib.exercises.core import ForbiddenCallError, forbid_calls
+    from course_lib.models.kv_cache import KVCache
+    from course_lib.models.layers import EncoderLayer
+
+    gen = torch.Generator().manual_seed(3)
+    layer = EncoderLayer(12, 3, 20, norm_first=norm_first, activation="gelu")
+    layer.load_state_dict(random_state(layer, gen))
+    layer.eval()
+    x = torch.randn(2, 6, 12, generator=gen)
+    whole = layer(x, masking.causal_mask(6))
+    ours, theirs = KVCache(), KVCache()
+    results = _in_chunks(lambda part: (backed.encoder_layer_forward(layer, part, cache=ours),
+                                       layer(part, cache=theirs)), x, (4, 1, 1))
+    for out, out2 in results:
+        assert torch.allclose(out, out2, atol=1e-5)
+    assert torch.allclose(torch.cat([out for out, _ in results], dim=1), whole, atol=1e-5)
+    assert torch.equal(ours.keys, theirs.keys) and ours.seen == 6
+    with forbid_calls(("torch.nn.TransformerEncoderLayer.forward",)), pytest.raises(ForbiddenCallError):
+        backed.encoder_layer_forward(layer, x[:, :1], cache=KVCache())
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

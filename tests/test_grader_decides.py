@@ -310,3 +310,71 @@ def test_inside_the_sandbox_no_path_names_the_host(tmp_path) -> None:
     assert seen["executable"].startswith(("/grader/python/", "/usr/")), seen["executable"]
     assert all(f.startswith(("/grader/python/", "/usr/")) for f in seen["files"]), seen["files"]
     assert seen["cwd"] == "/tmp" and not {"root", "home", "work", "etc"} & set(seen["top"]), seen["top"]
+
+
+def _pasted(key: str, name: str, extra: str = ""):
+    """The class edition's stand-in for graded part ``key`` as a student would paste it into the cell (its
+    source, run in a fresh namespace), and ``name``, the function the cell defines, from it."""
+    import inspect
+    import textwrap
+
+    from course_lib.edition.backed import BACKED
+
+    namespace: dict = {"torch": torch}
+    exec(textwrap.dedent(inspect.getsource(BACKED[key].stand_in)) + extra, namespace)  # noqa: S102 - the course's own
+    return namespace[name]
+
+
+#: The exercises whose answer the class edition computes through PyTorch: (exercise, the stand-in pasted).
+PASTED = {
+    "causal_mask": lambda: _pasted("course_lib.models.masking.causal_mask", "causal_mask"),
+    "label_smoothed_cross_entropy": lambda: _pasted("course_lib.training.engine.label_smoothed_cross_entropy",
+                                                    "label_smoothed_cross_entropy"),
+    "sinusoidal_table": lambda: _pasted(
+        "course_lib.models.positional.sinusoidal_frequencies", "sinusoidal_table",
+        "\n\ndef sinusoidal_table(max_len, d_model):\n"
+        "    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * sinusoidal_frequencies(d_model).double()\n"
+        "    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(max_len, d_model).float()\n"),
+    "online_softmax": lambda: _pasted(
+        "course_lib.models.flash_attention.online_softmax_attention", "online_softmax",
+        "\n\ndef online_softmax(x, dim=-1, tile_size=32):\n"
+        "    rows = x.movedim(dim, -1)\n"
+        "    n = rows.shape[-1]\n"
+        "    ones = torch.ones(*rows.shape[:-1], 1, 1, dtype=x.dtype)\n"
+        "    identity = torch.eye(n, dtype=x.dtype).expand(*rows.shape[:-1], n, n)\n"
+        "    return online_softmax_attention(ones, rows[..., None], identity)[..., 0, :].movedim(-1, dim)\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PASTED))
+def test_the_class_editions_stand_in_pasted_earns_nothing_with_a_hint_that_says_what_to_build(name: str) -> None:
+    """Right numbers through PyTorch's own code: refused by the grader and by the check, with the exercise's hint."""
+    pasted = PASTED[name]()
+    exercise = get_exercise(name)
+    assert run_case_output_equals_reference(name, pasted)  # the numbers are right: only what ran refuses it
+    status, message, hint, *_ = _grade(name, pasted)
+    assert status == "forbidden" and "asks you to build yourself" in message, (status, message)
+    assert hint == exercise.forbidden_hint and hint, hint
+    result = run_check(name, pasted)
+    assert result.status == "failed" and result.hint == exercise.forbidden_hint, result
+
+
+@pytest.mark.parametrize("name", sorted(PASTED))
+def test_every_honest_alternative_of_those_exercises_still_passes_in_the_grader(name: str) -> None:
+    exercise = get_exercise(name)
+    assert exercise.also_correct
+    for alternative in (exercise.reference, *exercise.also_correct):
+        status, message, *_ = _grade(name, alternative)
+        assert status == "pass", (alternative.__name__, status, message)
+
+
+def run_case_output_equals_reference(name: str, impl) -> bool:
+    """Whether ``impl`` gives the reference's outputs on every hidden case within the exercise's tolerance (no
+    tripwire, nothing traced)."""
+    from course_lib.exercises.core import run_case
+
+    exercise = get_exercise(name)
+    cases = exercise.cases("hidden", seed=SEED)
+    outputs = [(run_case(impl, case), run_case(exercise.reference, case)) for case in cases]
+    return all(torch.allclose(torch.as_tensor(got), torch.as_tensor(expected), atol=exercise.atol, rtol=exercise.rtol,
+                              equal_nan=True) for got, expected in outputs)

@@ -909,3 +909,93 @@ def test_a_reference_reached_through_a_course_model_or_module_earns_nothing(tmp_
                               GradeConfig(**CONFIG, policy=policy))
     assert report.total == 0 and report.max_total == 7, [(r.exercise, r.status, r.message) for r in report.exercises]
     assert {r.status for r in report.exercises} <= {"forbidden", "error"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# The class edition's stand-ins pasted into the exercise cell (tests/grading_fixtures/pasted_stand_ins)
+# ---------------------------------------------------------------------------------------------------
+
+PASTED = ROOT / "tests" / "grading_fixtures" / "pasted_stand_ins"
+PASTED_FILES = sorted(PASTED.glob("*.py"))
+
+
+def _fixture_header(path: Path) -> dict[str, str]:
+    """The ``# key: value`` lines at the top of a fixture: ``notebook``, ``exercise``, ``expect``."""
+    header = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("# ") or ": " not in line:
+            break
+        key, _, value = line[2:].partition(": ")
+        header[key] = value
+    return header
+
+
+def test_the_pasted_fixtures_are_the_stand_ins_the_class_edition_ships() -> None:
+    """Each fixture holds the edition's stand-in verbatim (its normalised AST), so the grader is tested on what a
+    student can read in the edition's course_lib; the three routes are the edition's (its manifest names them)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from course_lib.edition.backed import BACKED
+
+    stand_ins = {"causal_mask": "course_lib.models.masking.causal_mask",
+                 "label_smoothed_cross_entropy": "course_lib.training.engine.label_smoothed_cross_entropy",
+                 "sinusoidal_frequencies": "course_lib.models.positional.sinusoidal_frequencies",
+                 "online_softmax_attention": "course_lib.models.flash_attention.online_softmax_attention"}
+    found = set()
+    for path in PASTED_FILES:
+        header = _fixture_header(path)
+        assert header["expect"] == "forbidden" and header["exercise"] in {e.name for e in _course_exercises()}
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and node.name in stand_ins:
+                shipped = ast.parse(textwrap.dedent(inspect.getsource(BACKED[stand_ins[node.name]].stand_in))).body[0]
+                assert ast.dump(node) == ast.dump(shipped), f"{path.name}: {node.name} differs from the edition's"
+                found.add(node.name)
+    assert found == set(stand_ins)
+
+
+def _course_exercises() -> list:
+    from course_lib.edition.build import course_exercises
+
+    return course_exercises()
+
+
+@pytest.fixture(scope="module")
+def pasted_graded(tmp_path_factory) -> dict:
+    """Every pasted stand-in graded in one run through the sandbox (policy OFF: what ran decides), --jobs 2,
+    beside the honest solved notebooks 03, 04, 07 and 13."""
+    folder = tmp_path_factory.mktemp("pasted")
+    paths = []
+    for path in PASTED_FILES:
+        header = _fixture_header(path)
+        nb = load(ROOT / "notebooks" / f"{header['notebook']}.ipynb")
+        order = [name for _, _, name in exercise_cells(nb)]
+        paths.append(_write(_with_exercises(nb, {order.index(header["exercise"]): path.read_text(encoding="utf-8")}),
+                            folder, f"{header['notebook']}_pasted_{path.stem}"))
+    for notebook in sorted({_fixture_header(p)["notebook"] for p in PASTED_FILES}):
+        paths.append(_write(solve(load(ROOT / "notebooks" / f"{notebook}.ipynb")), folder, f"{notebook}_honest"))
+    reports = grade_many(paths, GradeConfig(**{**CONFIG, "cell_timeout": 30.0}, policy=False), folder / "out",
+                         jobs=2, quiet=True)
+    return {p.stem: r for p, r in zip(paths, reports, strict=True)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", PASTED_FILES, ids=[p.stem for p in PASTED_FILES])
+def test_a_pasted_stand_in_earns_nothing_and_says_what_to_build(pasted_graded, fixture: Path) -> None:
+    header = _fixture_header(fixture)
+    report = pasted_graded[f"{header['notebook']}_pasted_{fixture.stem}"]
+    result = next(r for r in report.exercises if r.exercise == header["exercise"])
+    assert result.score == 0 and result.status == header["expect"], (result.status, result.message)
+    assert "asks you to build yourself" in result.message, result.message
+    assert result.hint == get_exercise(header["exercise"]).forbidden_hint, result.hint
+    others = [r for r in report.exercises if r.exercise != header["exercise"]]
+    assert all(r.status == "not-implemented" for r in others), [(r.exercise, r.status) for r in others]
+
+
+@pytest.mark.slow
+def test_the_honest_neighbours_of_the_pasted_stand_ins_keep_full_marks(pasted_graded) -> None:
+    honest = {k: r for k, r in pasted_graded.items() if k.endswith("_honest")}
+    notebooks = {_fixture_header(p)["notebook"] for p in PASTED_FILES}
+    assert len(honest) == len(notebooks) == 4 and all(r.total == r.max_total > 0 for r in honest.values()), {
+        k: [(e.exercise, e.status, e.message[:200]) for e in r.exercises] for k, r in honest.items()}

@@ -128,6 +128,21 @@ def _stacked(max_len: int, d_model: int) -> torch.Tensor:
     return torch.stack([a.sin(), a.cos()], dim=-1).reshape(max_len, d_model).float()
 
 
+def _frequencies_from_logspace(max_len: int, d_model: int) -> torch.Tensor:
+    """The class edition's frequencies pasted into the cell: omega_i from PyTorch's geometric sequence."""
+    omega = torch.logspace(0, -(d_model - 2) / d_model, d_model // 2, base=10000.0, dtype=torch.float64)
+    angle = torch.arange(max_len, dtype=torch.float64)[:, None] * omega  # (max_len, d_model/2)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model).float()
+
+
+#: The class edition computes notebook 03's frequencies (notebook 13's RoPE needs them) with ``torch.logspace``
+#: (:func:`course_lib.edition.backed.sinusoidal_frequencies`): the grader refuses that route here.
+FREQUENCIES_HINT = ("compute the frequencies from the formula, one over 10000 to the power 2i/d_model for the even "
+                    "column indices 2i: PyTorch's geometric sequence (logspace, which the class edition's "
+                    "sinusoidal_frequencies runs) does that part of the exercise for you, so it is not accepted here.")
+FREQUENCIES_DETAIL = "two_i = torch.arange(0, d_model, 2); angles = pos / 10000 ** (two_i / d_model)."
+
+
 SINUSOIDAL_TABLE = register(Exercise(
     name="sinusoidal_table",
     notebook=NOTEBOOK,
@@ -135,6 +150,9 @@ SINUSOIDAL_TABLE = register(Exercise(
     reference=sinusoidal_table,
     summary="the (max_len, d_model) table PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...)",
     **public_and_hidden(_cases),
+    forbidden_calls=("torch.logspace",),
+    forbidden_ops=("logspace",),  # aten::logspace, whatever name reaches it
+    forbidden_hint=FREQUENCIES_HINT,
     atol=1e-4,  # a table computed entirely in float32 (the Annotated Transformer's way) is correct too
     rtol=0.0,
     mistakes=[
@@ -166,6 +184,8 @@ SINUSOIDAL_TABLE = register(Exercise(
         Mistake("positions start at 1", _positions_from_one,
                 "positions start at 0 (the first row is sin 0 = 0 and cos 0 = 1).",
                 detail="positions = torch.arange(max_len)."),
+        Mistake("frequencies from torch.logspace", _frequencies_from_logspace, FREQUENCIES_HINT,
+                detail=FREQUENCIES_DETAIL),
     ],
     also_correct=[_with_loops, _annotated_transformer_float32, _stacked],
 ))

@@ -70,6 +70,26 @@ def _causal_not_triu(seq_len: int, device=None) -> torch.Tensor:
     return ~torch.ones(seq_len, seq_len, device=device).triu(1).bool()
 
 
+def _pytorch_square_subsequent_mask(seq_len: int, device=None) -> torch.Tensor:
+    """The class edition's stand-in pasted into the cell: PyTorch's additive mask turned boolean."""
+    return torch.nn.Transformer.generate_square_subsequent_mask(seq_len, device=device) == 0
+
+
+#: PyTorch's own causal masks: ``nn.Transformer``'s additive one (and the function behind it) and the boolean
+#: triangle of ``torch.nn.attention.bias.CausalBias``. The class edition computes ``causal_mask`` through the
+#: first, so the grader refuses them here (recorded by what ran, whatever name reached them).
+PYTORCH_CAUSAL_MASKS = (
+    "torch.nn.Transformer.generate_square_subsequent_mask",
+    "torch.nn.modules.transformer._generate_square_subsequent_mask",
+    "torch.nn.attention.bias.CausalBias._upper_left",
+    "torch.nn.attention.bias.CausalBias._lower_right",
+)
+PYTORCH_MASK_HINT = ("build the triangle yourself: a square boolean matrix of ones cut to its lower triangle "
+                     "(diagonal included), or a comparison of query and key indices. PyTorch's own causal masks "
+                     "(nn.Transformer's generate_square_subsequent_mask, CausalBias) are not accepted here.")
+PYTORCH_MASK_DETAIL = "torch.tril(torch.ones(seq_len, seq_len, dtype=torch.bool, device=device))."
+
+
 CAUSAL_MASK = register(Exercise(
     name="causal_mask",
     notebook=NOTEBOOK,
@@ -77,6 +97,8 @@ CAUSAL_MASK = register(Exercise(
     reference=causal_mask,
     summary="the (seq_len, seq_len) boolean look-ahead mask, True on and below the diagonal",
     **public_and_hidden(_causal_cases),
+    forbidden_calls=PYTORCH_CAUSAL_MASKS,
+    forbidden_hint=PYTORCH_MASK_HINT,
     mistakes=[
         Mistake("diagonal excluded", _strictly_below,
                 "a position may attend to itself: keep the diagonal. Without it, the first query sees no key at all.",
@@ -97,6 +119,8 @@ CAUSAL_MASK = register(Exercise(
         Mistake("additive -inf mask", _additive,
                 "this is an additive float mask (0 / -inf, nn.Transformer.generate_square_subsequent_mask); "
                 "the course's mask is boolean, True where attention is allowed."),
+        Mistake("PyTorch's generate_square_subsequent_mask", _pytorch_square_subsequent_mask, PYTORCH_MASK_HINT,
+                detail=PYTORCH_MASK_DETAIL),
         Mistake("extra batch axes", _batched,
                 "return shape (seq_len, seq_len): it broadcasts against (batch, heads, seq_q, seq_k) by "
                 "itself; the caller adds axes if needed."),

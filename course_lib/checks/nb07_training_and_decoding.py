@@ -111,6 +111,25 @@ def _pytorch_without_guard(logits, target, smoothing=0.1, ignore_index=0):
                            ignore_index=ignore_index, label_smoothing=smoothing)
 
 
+def _pytorch_with_guard(logits, target, smoothing=0.1, ignore_index=0):
+    """The class edition's stand-in pasted into the cell: right numbers, PyTorch's loss computes them."""
+    if bool((target == ignore_index).all()):
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                           ignore_index=ignore_index, label_smoothing=smoothing)
+
+
+#: PyTorch's cross-entropy, label smoothing included (``nn.CrossEntropyLoss`` runs it): the class edition computes
+#: the loss through it, so the grader refuses it here, by the function and by its operator whatever reached it.
+PYTORCH_CROSS_ENTROPY = ("torch.nn.functional.cross_entropy",)
+PYTORCH_LOSS_HINT = ("build the loss from a log-softmax yourself: (1 - smoothing) times the target's -log p, plus "
+                     "smoothing times the mean of -log p over the classes, averaged over the non-padding positions. "
+                     "PyTorch's cross-entropy (the functional one and nn.CrossEntropyLoss) computes all of it, so "
+                     "it is not accepted here; the notebook compares yours with it after the exercise.")
+PYTORCH_LOSS_DETAIL = ("log_p = F.log_softmax(logits, dim=-1); nll = -log_p.gather(-1, target.unsqueeze(-1)) (or "
+                       "F.nll_loss); uniform = -log_p.mean(-1); mask both with target != ignore_index.")
+
+
 def _smoothing_ignored(logits, target, smoothing=0.1, ignore_index=0):
     return label_smoothed_cross_entropy(logits, target, 0.0, ignore_index)
 
@@ -121,13 +140,6 @@ def _loss_via_smoothed_distribution(logits, target, smoothing=0.1, ignore_index=
     q = F.one_hot(target.masked_fill(~keep, 0), num_classes).float() * (1 - smoothing) + smoothing / num_classes
     per_position = -(q * F.log_softmax(logits, dim=-1)).sum(-1)
     return torch.where(keep, per_position, torch.zeros_like(per_position)).sum() / max(int(keep.sum()), 1)
-
-
-def _loss_via_pytorch_with_guard(logits, target, smoothing=0.1, ignore_index=0):
-    if bool((target == ignore_index).all()):
-        return logits.sum() * 0.0
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                           ignore_index=ignore_index, label_smoothing=smoothing)
 
 
 def _loss_with_a_loop(logits, target, smoothing=0.1, ignore_index=0):
@@ -150,6 +162,9 @@ LABEL_SMOOTHING = register(Exercise(
     reference=label_smoothed_cross_entropy,
     summary="the label-smoothed cross-entropy averaged over non-padding positions",
     **public_and_hidden(_loss_cases),
+    forbidden_calls=PYTORCH_CROSS_ENTROPY,
+    forbidden_ops=("cross_entropy",),  # aten::cross_entropy_loss, whatever name reaches it
+    forbidden_hint=PYTORCH_LOSS_HINT,
     mistakes=[
         Mistake("log of softmax", _log_of_softmax,
                 "the log of a softmax gives log(0) = -inf once a probability underflows: use the library's "
@@ -177,8 +192,10 @@ LABEL_SMOOTHING = register(Exercise(
                 "on a batch that is all padding there is nothing to average: return 0, not 0 / 0 = NaN."),
         Mistake("smoothing ignored", _smoothing_ignored,
                 "use the smoothing argument: with smoothing > 0 the loss mixes in the uniform term."),
+        Mistake("PyTorch's label smoothing with the guard", _pytorch_with_guard, PYTORCH_LOSS_HINT,
+                detail=PYTORCH_LOSS_DETAIL),
     ],
-    also_correct=[_loss_via_smoothed_distribution, _loss_via_pytorch_with_guard, _loss_with_a_loop],
+    also_correct=[_loss_via_smoothed_distribution, _loss_with_a_loop],
 ))
 
 

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.checks.nb00_welcome import SOFTMAX_FUNCTIONS
+from course_lib.checks.nb01_attention import ATTENTION_KERNELS
 from course_lib.checks.nb05_encoder import random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden, with_inputs
@@ -776,12 +777,31 @@ def _online_one_entry_at_a_time(x, dim=-1, tile_size=32):
     return (torch.exp(rows - m[..., None]) / total[..., None]).to(x.dtype).movedim(-1, dim)
 
 
+def _softmax_by_pytorchs_attention(x, dim=-1, tile_size=32):
+    """The class edition's online_softmax_attention (PyTorch's fused attention) turned into a softmax: one query
+    of ones against keys x (d_k = 1) and the identity as values give softmax(x) as the weights' row."""
+    rows = x.movedim(dim, -1)  # (..., n)
+    n = rows.shape[-1]
+    ones = torch.ones(*rows.shape[:-1], 1, 1, dtype=x.dtype)  # (..., 1, 1): one query
+    identity = torch.eye(n, dtype=x.dtype).expand(*rows.shape[:-1], n, n)  # (..., n, n)
+    out = F.scaled_dot_product_attention(ones, rows[..., None], identity, scale=1.0)  # (..., 1, n)
+    return out[..., 0, :].movedim(-1, dim)
+
+
+#: The class edition computes ``online_softmax_attention`` (a give-away of this exercise: with the identity as
+#: values it is a softmax) through PyTorch's fused attention, so the grader refuses PyTorch's attention here too.
+ONLINE_FORBIDDEN_HINT = ("build the softmax from a running maximum and a rescaled running sum, tile by tile: "
+                         "PyTorch's softmax and its fused attention kernels (which run an online softmax inside) "
+                         "do the whole exercise for you, so they are not accepted here.")
+
+
 ONLINE_SOFTMAX = register(Exercise(
     name="online_softmax",
     notebook=NOTEBOOK,
     points=2,
-    forbidden_calls=SOFTMAX_FUNCTIONS,  # the exercise builds the softmax from a running max and sum
-    forbidden_ops=("softmax",),  # PyTorch's softmax kernels, whatever name reaches them
+    forbidden_calls=(*SOFTMAX_FUNCTIONS, "torch.nn.functional.scaled_dot_product_attention"),
+    forbidden_ops=("softmax", *ATTENTION_KERNELS),  # PyTorch's softmax and attention, whatever name reaches them
+    forbidden_hint=ONLINE_FORBIDDEN_HINT,
     reference=online_softmax,
     summary="softmax whose normaliser is found in one pass over tiles: a running maximum and a rescaled running sum",
     **public_and_hidden(_online_cases),
@@ -814,6 +834,7 @@ ONLINE_SOFTMAX = register(Exercise(
         Mistake("no maximum subtracted", _online_no_shift,
                 "subtract the running maximum before exponentiating, as notebook 00's stable softmax does: "
                 "exp(1000) overflows to infinity."),
+        Mistake("PyTorch's fused attention as a softmax", _softmax_by_pytorchs_attention, ONLINE_FORBIDDEN_HINT),
     ],
     also_correct=[_online_by_logaddexp, _online_by_merging_tiles, _online_one_entry_at_a_time],
 ))

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
     parser.add_argument("--notebooks", nargs="*", default=None,
-                        help="notebook numbers or names to include (default: all thirteen)")
+                        help="notebook numbers or names to include (default: every notebook, 00 to 13)")
     parser.add_argument("--assignment", type=Path, default=None,
                         help="build the student folder of this assignment folder instead of the course")
     parser.add_argument("--no-record", action="store_true", help="do not run the notebooks to record their calls")

@@ -38,7 +38,6 @@ from course_lib.exercises.feedback import (
     ERROR,
     FAILED,
     INVALID,
-    KIND_HINTS,
     NOT_DEFINED,
     NOT_IMPLEMENTED,
     PASSED,
@@ -46,6 +45,7 @@ from course_lib.exercises.feedback import (
     CheckResult,
     compare_outputs,
     inputs_as_plain,
+    kind_hint,
     to_plain,
 )
 from course_lib.exercises.observation import WeightsMismatchError
@@ -288,7 +288,8 @@ def _judged_as(data: dict[str, Any], impl: Any) -> SimpleNamespace:
     """What :func:`~course_lib.exercises.observation.observation_problems` reads of an exercise, from its stored
     data (the learner's ``impl`` names the arguments, as the reference would: the signature is the stub's)."""
     return SimpleNamespace(reference=impl, atol=data["atol"], rtol=data["rtol"], compare=_judge(data),
-                           forbidden_calls=tuple(data["forbidden"]), forbidden_ops=tuple(data["forbidden_ops"]))
+                           forbidden_calls=tuple(data["forbidden"]), forbidden_ops=tuple(data["forbidden_ops"]),
+                           forbidden_hint=str(data.get("forbidden_hint", "")))
 
 
 def run_check(name: str, impl: Any) -> CheckResult:
@@ -325,7 +326,7 @@ def run_check(name: str, impl: Any) -> CheckResult:
             first = problems[0]
             hint = _diagnose(data, i, case, expected["output"], got["output"]) if first.kind == "output" else ""
             return CheckResult(name, FAILED, "\n".join(p.message for p in problems if p.kind == first.kind),
-                               case.label, hint or KIND_HINTS.get(first.kind, ""), i, total)
+                               case.label, hint or kind_hint(judged, first.kind), i, total)
     return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["blocked_mask", "attention_parameters", "layer_parameters", "run_torch_layer"]
+__all__ = ["blocked_mask", "attention_parameters", "layer_parameters", "run_torch_layer", "CourseAttention"]
 
 
 def blocked_mask(mask: torch.Tensor | None, batch: int, heads: int, seq_q: int, seq_k: int) -> torch.Tensor | None:
@@ -69,13 +69,41 @@ def layer_parameters(layer: Any, attentions: dict[str, str], norms: tuple[str, .
     return params
 
 
+class CourseAttention(nn.Module):
+    """Fills the ``self_attn`` slot of PyTorch's layer with the course's attention module, so that a key/value
+    cache reaches it: PyTorch's layer still does the wiring (norms, residuals, dropout, feed-forward), and
+    the attention is the course module's forward (in the class edition, PyTorch's
+    ``F.multi_head_attention_forward``: :func:`course_lib.edition.backed.multi_head_attention_forward`).
+
+    ``batch_first`` is False so that PyTorch's layer takes its Python path (which calls this module), never
+    its fused kernel (which reads ``in_proj_weight`` and would bypass the cache). The course module is held
+    as a plain attribute, not a submodule: its weights stay its own, and gradients reach them.
+    """
+
+    batch_first = False
+
+    def __init__(self, attention: Any, mask: torch.Tensor | None, cache: Any) -> None:
+        super().__init__()
+        object.__setattr__(self, "attention", attention)
+        self.mask, self.cache = mask, cache
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, **_: Any
+                ) -> tuple[torch.Tensor, None]:
+        """PyTorch's layer calls ``self_attn(x, x, x, attn_mask=None, ...)``: attend with the course's mask
+        (True = may attend) and cache instead. Shapes: (batch, new, d_model) -> (batch, new, d_model)."""
+        return self.attention(query, key, value, mask=self.mask, cache=self.cache)[0], None
+
+
 def run_torch_layer(kind: type[nn.Module], layer: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    attentions: dict[str, str], norms: tuple[str, ...]) -> torch.Tensor:
+                    attentions: dict[str, str], norms: tuple[str, ...],
+                    course_attention: CourseAttention | None = None) -> torch.Tensor:
     """Run PyTorch's layer class ``kind`` (``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``)
     with the weights, sizes, dropout and train/eval mode of the course layer ``layer``.
 
     PyTorch's layer is built on the ``meta`` device (no memory of its own) and every one of its parameters is
     replaced by the course layer's tensor for the call, so the result and the gradients are the course layer's.
+    ``course_attention``: put in PyTorch's ``self_attn`` slot (a key/value cache; then ``attentions`` must not
+    name ``self_attn``).
     """
     from torch.func import functional_call
 
@@ -83,5 +111,7 @@ def run_torch_layer(kind: type[nn.Module], layer: Any, args: tuple[Any, ...], kw
     torch_layer = kind(layer.d_model, attention.num_heads, ffn.linear1.out_features, dropout=float(attention.dropout),
                        activation=ffn.activation, layer_norm_eps=getattr(layer, norms[0]).eps, batch_first=True,
                        norm_first=layer.norm_first, device="meta")
+    if course_attention is not None:
+        torch_layer.self_attn = course_attention
     torch_layer.train(layer.training)
     return functional_call(torch_layer, layer_parameters(layer, attentions, norms), args, kwargs, strict=True)

@@ -146,6 +146,8 @@ class Exercise:
             problems found, each ``"what: details"``, none when the output is right. ``None``: the output
             must equal the reference's within ``atol``/``rtol``. It runs in the grader's own process on the
             untrusted output, so it must accept any plain value without raising.
+        forbidden_hint: what the learner reads when the record shows a forbidden call or operation: what to
+            build instead (default: the generic :data:`~course_lib.exercises.feedback.FORBIDDEN_CALL_HINT`).
     """
 
     name: str
@@ -166,6 +168,7 @@ class Exercise:
     train_mode: bool = False
     seed: int | None = None
     compare: Callable[[Case, Any, Any], list[str]] | None = None
+    forbidden_hint: str = ""
     declared_in: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:

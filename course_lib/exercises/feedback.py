@@ -24,7 +24,7 @@ from .core import Case, Exercise, Mistake, get_exercise, run_case
 
 __all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
            "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT", "WEIGHTS_HINT", "KIND_HINTS",
-           "diagnose_observation", "find_mistake", "reference_observation", "inputs_as_plain"]
+           "kind_hint", "diagnose_observation", "find_mistake", "reference_observation", "inputs_as_plain"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
 NOT_DEFINED = "not defined"
@@ -109,6 +109,14 @@ KIND_HINTS = {
 }
 
 
+def kind_hint(exercise: Any, kind: str) -> str:
+    """The hint for a kind of problem (:data:`KIND_HINTS`); for a forbidden call or operation, the exercise's own
+    ``forbidden_hint`` when it has one (what to build instead of the PyTorch function it refuses)."""
+    if kind == "forbidden" and getattr(exercise, "forbidden_hint", ""):
+        return str(exercise.forbidden_hint)
+    return KIND_HINTS.get(kind, "")
+
+
 def inputs_as_plain(case: Case) -> list[Any]:
     """A case's inputs as plain data, positional then keyword (sorted), as observations record them after."""
     return to_plain([*case.args, *[case.kwargs[k] for k in sorted(case.kwargs)]])
@@ -164,7 +172,7 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
         if problems:
             first = problems[0]
             mistake = find_mistake(exercise, case, got, first.kind)
-            hint = mistake.hint if mistake is not None else KIND_HINTS.get(first.kind, "")
+            hint = mistake.hint if mistake is not None else kind_hint(exercise, first.kind)
             if first.kind == "output":
                 hint = hint or _shape_hint(first.message)
             return CheckResult(name, FAILED, "\n".join(p.message for p in problems if p.kind == first.kind),

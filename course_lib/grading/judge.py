@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from course_lib.exercises.feedback import KIND_HINTS, WEIGHTS_HINT, diagnose_observation
+from course_lib.exercises.feedback import WEIGHTS_HINT, diagnose_observation, kind_hint
 from course_lib.exercises.observation import Problem, observation_problems
 
 from .codec import decode_value
@@ -59,9 +59,9 @@ def _case_error(label: str, entry: dict[str, Any], memory_mb: int) -> tuple[str,
 def _hint(spec: ExerciseSpec, case: Any, got: dict[str, Any], kind: str) -> str:
     """The known mistake the learner's observation shows, else the kind's own hint (never raises)."""
     try:
-        return diagnose_observation(spec.exercise, case, got, kind) or KIND_HINTS.get(kind, "")
+        return diagnose_observation(spec.exercise, case, got, kind) or kind_hint(spec.exercise, kind)
     except Exception:  # noqa: BLE001
-        return KIND_HINTS.get(kind, "")
+        return kind_hint(spec.exercise, kind)
 
 
 def _observations(header: dict[str, Any], blob: bytes) -> list[Any]:

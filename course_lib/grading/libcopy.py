@@ -119,13 +119,21 @@ def build_library(folder: Path, references: Iterable[Any], assignment: Path | No
     exercises = [ex for ex in known if any(ex.reference is r for r in in_copy)]
     helpers = [p for p in graded_parts(exercises)
                if p.role == "helper" and _module_file(folder, p.key.rpartition(".")[0]) is not None]
-    rewrite_parts(folder, {p.key: edition_stand_in(p, stand_in_kind(p.key)) for p in helpers}, keep_decorators=True)
+    rewrite_parts(folder, {p.key: edition_stand_in(p, _helper_kind(p.key)) for p in helpers}, keep_decorators=True)
     store_calls(helpers, folder / "course_lib" / "edition" / "data", {})
     keys = [k for k in (reference_key(r) for r in in_copy) if k]
     rewrite_parts(folder, {reference_key(r): stand_in_source(reference_key(r), inspect.isclass(r),
                                                              _bases(r) if inspect.isclass(r) else "")
                            for r in in_copy if reference_key(r)}, keep_decorators=False)
     return keys
+
+
+def _helper_kind(key: str) -> str:
+    """The stand-in of a graded helper in the sandbox: the class edition's (stored outputs or withheld), except
+    that a helper the edition computes through PyTorch (notebook 03's frequencies, notebook 13's tiled attention) is
+    withheld here: absence, not only the refusal of that route by the exercise's ``forbidden_ops``."""
+    kind = stand_in_kind(key)
+    return "withheld" if kind == "backed" else kind
 
 
 def _module_file(root: Path, module: str) -> Path | None:
