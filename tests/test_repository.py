@@ -169,8 +169,10 @@ def test_the_layering_guard_covers_every_model_module() -> None:
 
 
 #: Where a torch module may be defined outside the guarded model packages: the checks' mistakes and alternatives
-#: (a learner's answers, private to their checks module).
-MODULE_CLASSES_ALLOWED_IN = ("course_lib.checks.",)
+#: (a learner's answers, private to their checks module), and the class edition's stand-ins, which wire a course
+#: module into PyTorch's own layers in the edition only (``edition.torch_layers.CourseAttention``) and are no
+#: model part of the course.
+MODULE_CLASSES_ALLOWED_IN = ("course_lib.checks.", "course_lib.edition.")
 
 
 def test_every_torch_module_the_library_defines_is_guarded() -> None:
