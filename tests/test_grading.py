@@ -963,21 +963,25 @@ def _course_exercises() -> list:
 
 @pytest.fixture(scope="module")
 def pasted_graded(tmp_path_factory) -> dict:
-    """Every pasted stand-in graded in one run through the sandbox (policy OFF: what ran decides), --jobs 2,
-    beside the honest solved notebooks 03, 04, 07 and 13."""
+    """Every pasted stand-in graded through the sandbox (policy OFF: what ran decides), --jobs 2, beside the honest
+    solved notebook of its own notebook (03, 04, 07 and 13): one gradebook per notebook, as a class keeps one per
+    assignment (a gradebook refuses a run that mixes notebooks)."""
     folder = tmp_path_factory.mktemp("pasted")
-    paths = []
+    by_notebook: dict[str, list[Path]] = {}
     for path in PASTED_FILES:
         header = _fixture_header(path)
         nb = load(ROOT / "notebooks" / f"{header['notebook']}.ipynb")
         order = [name for _, _, name in exercise_cells(nb)]
-        paths.append(_write(_with_exercises(nb, {order.index(header["exercise"]): path.read_text(encoding="utf-8")}),
-                            folder, f"{header['notebook']}_pasted_{path.stem}"))
-    for notebook in sorted({_fixture_header(p)["notebook"] for p in PASTED_FILES}):
+        by_notebook.setdefault(header["notebook"], []).append(_write(
+            _with_exercises(nb, {order.index(header["exercise"]): path.read_text(encoding="utf-8")}),
+            folder, f"{header['notebook']}_pasted_{path.stem}"))
+    graded = {}
+    for notebook, paths in sorted(by_notebook.items()):
         paths.append(_write(solve(load(ROOT / "notebooks" / f"{notebook}.ipynb")), folder, f"{notebook}_honest"))
-    reports = grade_many(paths, GradeConfig(**{**CONFIG, "cell_timeout": 30.0}, policy=False), folder / "out",
-                         jobs=2, quiet=True)
-    return {p.stem: r for p, r in zip(paths, reports, strict=True)}
+        reports = grade_many(paths, GradeConfig(**{**CONFIG, "cell_timeout": 30.0}, policy=False),
+                             folder / f"out-{notebook}", jobs=2, quiet=True)
+        graded.update({p.stem: r for p, r in zip(paths, reports, strict=True)})
+    return graded
 
 
 @pytest.mark.slow
