@@ -557,15 +557,24 @@ def test_a_per_assignment_edition_ships_the_notebooks_so_far_and_withholds_this_
         import torch
         from course_lib.edition.stored import AnswerWithheld
         from course_lib.models.masking import padding_mask
-        from course_lib.models.bert import mlm_loss
+        from course_lib.exercises.core import ForbiddenCallError, forbid_calls
+        from course_lib.models.bert import BERT, mlm_loss
         print(padding_mask(torch.tensor([[5, 0]]), 0).tolist())
         try:
             mlm_loss(torch.zeros(1, 2, 3), torch.tensor([[1, -100]]))
         except AnswerWithheld:
             print("withheld")
+        model = BERT(vocab_size=11, d_model=8, num_heads=2, num_layers=1).eval()
+        tokens = torch.tensor([[1, 2, 3]])
+        print(tuple(model(tokens).shape))
+        try:  # a later lesson's model reaches this week's encoder layer through the stand-in (PyTorch's layer)
+            with forbid_calls(("torch.nn.TransformerEncoderLayer.forward",)):
+                model(tokens)
+        except ForbiddenCallError:
+            print("through PyTorch")
     """))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[1] == "withheld", done.stdout
+    assert done.stdout.split("\n")[1:4] == ["withheld", "(1, 3, 11)", "through PyTorch"], done.stdout
 
 
 def test_a_per_assignment_edition_refuses_what_it_cannot_build(tmp_path: Path) -> None:
