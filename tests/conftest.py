@@ -86,8 +86,8 @@ SAMPLED_TESTS = {
     # Each solved notebook executed with nbclient (smoke mode); every reference passes its check in the fast
     # tier, and nbval runs every notebook with the course's own code in full.
     "tests/test_notebook_versions.py::test_solved_version_passes_every_check": 1 / 3,
-    # Each notebook of the class edition recorded and then run unsolved (smoke mode): only the sampled ones are
-    # recorded (tests/test_edition.py, recorded_edition), so the sample saves both executions (~370 s in all, idle).
+    # Each notebook recorded and then run unsolved in its own week's class edition (--graded NN, smoke mode): only
+    # the sampled ones are built (tests/test_edition.py, graded_edition), so the sample saves both executions.
     "tests/test_edition.py::test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib": 1 / 3,
 }
 

@@ -473,6 +473,36 @@ def test_stored_calls_are_served_by_digest_then_in_the_lessons_order_by_signatur
         stored._NEXT.pop(key, None)
 
 
+def test_the_recording_stops_at_its_cap_and_serves_the_rest_as_the_edition_will(monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    """A part called many times with one signature (a training loop) is recorded CAP times; the calls past the cap
+    get what the edition's stand-in gives them for the same calls (stored outputs, in the lesson's order), so the
+    recording run and the edition compute the same numbers; another signature has a cap of its own."""
+    from course_lib.edition import record, stored
+    from course_lib.models.gqa import repeat_kv
+
+    key = "course_lib.models.gqa.repeat_kv"
+    table: dict[str, dict[str, Any]] = {}
+    monkeypatch.setattr(record, "_COUNT", {})
+    monkeypatch.setattr(record, "_CAP", [3])
+    monkeypatch.setattr(stored, "_NEXT", {})
+    wrapper = record._recording(repeat_kv, key, "repeat_kv", table)
+    gen = torch.Generator().manual_seed(0)
+    calls = [torch.randn(1, 2, 4, 3, generator=gen) for _ in range(7)] + [torch.randn(1, 2, 5, 3, generator=gen)]
+    during = [wrapper(x, 2) for x in calls]  # what the recording run's lesson saw
+    recorded = table[key]
+    assert len(recorded[stored.ORDER]) == 4 and len(recorded) == 5  # 3 of the first signature, 1 of the other
+    for i in (0, 1, 2, 7):
+        assert torch.equal(during[i], repeat_kv(calls[i], 2))  # computed while under the cap
+    for i in range(3, 7):  # past the cap: the recorded outputs again, in order (3, 4, 5 -> 0, 1, 2, 0)
+        assert torch.equal(during[i], during[(i - 3) % 3]) and not torch.equal(during[i], repeat_kv(calls[i], 2))
+    stored._NEXT.clear()  # the edition: a fresh kernel serves the same calls from the stored table
+    for x, seen in zip(calls, during, strict=True):
+        values = [x, 2]
+        got = stored.lookup(key, [recorded], stored.call_digest(values), stored.call_digest(values, True))
+        assert torch.equal(got, seen)
+
+
 def test_graded_parts_cover_every_exercise_and_the_positional_give_aways() -> None:
     exercises = course_exercises()
     parts = graded_parts(exercises)
@@ -488,6 +518,70 @@ def small_edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("class") / "edition"
     build_edition(out, [ROOT / "notebooks" / f"{n}.ipynb" for n in FAST_NOTEBOOKS], record=False)
     return out
+
+
+@pytest.fixture(scope="module")
+def week_edition(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The per-assignment edition of notebook 05 (``--graded 05``), without recording (fast)."""
+    out = tmp_path_factory.mktemp("class05") / "edition"
+    build_edition(out, record=False, graded="05")
+    return out
+
+
+def test_a_per_assignment_edition_ships_the_notebooks_so_far_and_withholds_this_weeks_and_later_answers(
+        week_edition: Path) -> None:
+    """``--graded 05``: notebooks 00-05 only; no answer of 05 or of a later notebook in any form (the AST tests
+    of the full edition); 04's references (past due) shipped as they are; checks for 00-05 only."""
+    from course_lib.edition.build import assignment_split
+
+    exercises = course_exercises()
+    every = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    _, withheld, checked = assignment_split("05", exercises, every)
+    manifest = json.loads((week_edition / "course_lib" / "edition" / "manifest.json").read_text())
+    assert sorted(p.name for p in (week_edition / "notebooks").iterdir()) == [p.name for p in every[:6]]
+    assert manifest["graded"] == "05_encoder" and manifest["exercises"] == [e.name for e in withheld]
+    assert {e.notebook for e in withheld} == {p.stem for p in every[5:]}
+    stored_checks = {p.stem for p in (week_edition / "course_lib" / "edition" / "data").glob("*.pt")} - {"calls"}
+    assert stored_checks == {e.name for e in checked} == {e.name for e in exercises if e.notebook <= "05_encoder"}
+    _assert_no_answers(week_edition, withheld)
+    published = graded_parts([e for e in exercises if e not in withheld])  # 00-04: shipped as they are
+    published_lines = {_squashed(ast.unparse(node)) for part in published
+                       for node in ast.walk(_source_of(part.obj) or ast.Module())}
+    found = {(key, line) for key, line in _answer_lines_in(week_edition, withheld) - KNOWN_FRAGMENTS
+             if line not in published_lines}  # 09's additive attention shares a softmax line with 01's published one
+    assert not found, found
+    present = _edition_bodies(week_edition)  # last week's answers are the course's published solutions now
+    earlier = [p for p in published if p.role == "reference" and p.exercise in ("causal_mask", "padding_mask")]
+    assert earlier and all(_normalised(_source_of(p.obj)) in present for p in earlier), [p.key for p in earlier]
+    done = _in_edition(week_edition, textwrap.dedent("""
+        import torch
+        from course_lib.edition.stored import AnswerWithheld
+        from course_lib.models.masking import padding_mask
+        from course_lib.exercises.core import ForbiddenCallError, forbid_calls
+        from course_lib.models.bert import BERT, mlm_loss
+        print(padding_mask(torch.tensor([[5, 0]]), 0).tolist())
+        try:
+            mlm_loss(torch.zeros(1, 2, 3), torch.tensor([[1, -100]]))
+        except AnswerWithheld:
+            print("withheld")
+        model = BERT(vocab_size=11, d_model=8, num_heads=2, num_layers=1).eval()
+        tokens = torch.tensor([[1, 2, 3]])
+        print(tuple(model(tokens).shape))
+        try:  # a later lesson's model reaches this week's encoder layer through the stand-in (PyTorch's layer)
+            with forbid_calls(("torch.nn.TransformerEncoderLayer.forward",)):
+                model(tokens)
+        except ForbiddenCallError:
+            print("through PyTorch")
+    """))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[1:4] == ["withheld", "(1, 3, 11)", "through PyTorch"], done.stdout
+
+
+def test_a_per_assignment_edition_refuses_what_it_cannot_build(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no notebook"):
+        build_edition(tmp_path / "a", record=False, graded="14")
+    with pytest.raises(ValueError, match="not both"):
+        build_edition(tmp_path / "b", [ROOT / "notebooks" / "00_welcome.ipynb"], record=False, graded="00")
 
 
 def test_the_edition_has_the_structure_students_install(small_edition: Path) -> None:
@@ -585,38 +679,58 @@ def _notebooks_to_record(session: pytest.Session) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def recorded_edition(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
-    """The class edition of the notebooks this session runs, their lessons' calls recorded (runs each notebook
-    once, in smoke mode: the edition's notebooks then run in smoke mode too, and make the same calls). Under
-    ``make test`` that is the day's sample of the notebooks; recording only those halves the edition's share
-    of CI's time, and ``make test-all`` records and runs them all."""
-    out = tmp_path_factory.mktemp("class") / "edition"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("COURSE_SMOKE", "1")
-        build_edition(out, [ROOT / "notebooks" / f"{n}.ipynb" for n in _notebooks_to_record(request.session)])
-    return out
+def graded_edition(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The per-assignment class edition of a notebook (``--graded NN``: its calls recorded in smoke mode, so its
+    notebook then runs in smoke mode and makes the same calls), built once per notebook this session runs. Only
+    the graded notebook is recorded: the day's sample of notebooks costs one recording and one run each."""
+    built: dict[str, Path] = {}
+
+    def edition(name: str) -> Path:
+        if name not in built:
+            out = tmp_path_factory.mktemp(f"class{name[:2]}") / "edition"
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("COURSE_SMOKE", "1")
+                build_edition(out, graded=name[:2])
+            built[name] = out
+        return built[name]
+
+    edition.built = built  # type: ignore[attr-defined]
+    return edition
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RUN_PARAMS)
-def test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib(recorded_edition: Path, name: str,
+def test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib(graded_edition: Any, name: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graded notebook runs top to bottom unsolved in its week's edition (``--graded NN``), on the stand-ins
+    of its own and later notebooks' parts and the published references of the earlier ones."""
     from course_lib.exercises.execute import check_statuses, execute_notebook
 
-    monkeypatch.setenv("PYTHONPATH", str(recorded_edition))  # the kernel imports the edition's course_lib
+    edition = graded_edition(name)
+    assert sorted(p.stem for p in (edition / "notebooks").iterdir()) == [n for n in RUN_NOTEBOOKS if n <= name]
+    monkeypatch.setenv("PYTHONPATH", str(edition))  # the kernel imports the edition's course_lib
     monkeypatch.setenv("COURSE_SMOKE", "1")
-    nb = nbformat.read(recorded_edition / "notebooks" / f"{name}.ipynb", as_version=4)
+    nb = nbformat.read(edition / "notebooks" / f"{name}.ipynb", as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(
-        f"import course_lib\nassert course_lib.__file__.startswith({str(recorded_edition)!r})"))
-    execute_notebook(nb, recorded_edition / "notebooks", timeout=900)
+        f"import course_lib\nassert course_lib.__file__.startswith({str(edition)!r})"))
+    execute_notebook(nb, edition / "notebooks", timeout=900)
     statuses = check_statuses(nb)
     assert statuses and set(statuses.values()) == {"not implemented yet"}, statuses
 
 
 @pytest.mark.slow
-def test_the_recorded_edition_holds_no_answer_either(recorded_edition: Path) -> None:
-    _assert_no_answers(recorded_edition, course_exercises())
-    report = _probe(recorded_edition)
+def test_the_recorded_edition_holds_no_answer_either(graded_edition: Any, request: pytest.FixtureRequest) -> None:
+    """The weeks' editions built by the run test above (or the last notebook's, run alone): no answer of the
+    graded notebook or a later one, with its recorded calls; the probe on the latest week's (the most withheld
+    parts recorded)."""
+    from course_lib.edition.build import assignment_split
+
+    names = sorted(graded_edition.built) or [_notebooks_to_record(request.session)[-1]]
+    every = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for name in names:
+        _, withheld, _ = assignment_split(name[:2], course_exercises(), every)
+        _assert_no_answers(graded_edition(name), withheld)
+    report = _probe(graded_edition(names[-1]))
     assert not report["violations"], report["violations"]
 
 

@@ -335,6 +335,14 @@ PASTED = {
         "\n\ndef sinusoidal_table(max_len, d_model):\n"
         "    angles = torch.arange(max_len, dtype=torch.float64)[:, None] * sinusoidal_frequencies(d_model).double()\n"
         "    return torch.stack([angles.sin(), angles.cos()], dim=-1).reshape(max_len, d_model).float()\n"),
+    "rms_norm": lambda: _pasted(
+        "course_lib.models.llama.RMSNorm.forward", "RMSNorm",
+        "\n\nclass RMSNorm(torch.nn.Module):\n"
+        "    def __init__(self, d_model, eps=1e-6):\n"
+        "        super().__init__()\n"
+        "        self.d_model, self.eps = d_model, eps\n"
+        "        self.weight = torch.nn.Parameter(torch.ones(d_model))\n\n"
+        "    forward = rms_norm_forward\n"),
     "online_softmax": lambda: _pasted(
         "course_lib.models.flash_attention.online_softmax_attention", "online_softmax",
         "\n\ndef online_softmax(x, dim=-1, tile_size=32):\n"

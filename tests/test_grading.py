@@ -942,7 +942,8 @@ def test_the_pasted_fixtures_are_the_stand_ins_the_class_edition_ships() -> None
     stand_ins = {"causal_mask": "course_lib.models.masking.causal_mask",
                  "label_smoothed_cross_entropy": "course_lib.training.engine.label_smoothed_cross_entropy",
                  "sinusoidal_frequencies": "course_lib.models.positional.sinusoidal_frequencies",
-                 "online_softmax_attention": "course_lib.models.flash_attention.online_softmax_attention"}
+                 "online_softmax_attention": "course_lib.models.flash_attention.online_softmax_attention",
+                 "rms_norm_forward": "course_lib.models.llama.RMSNorm.forward"}
     found = set()
     for path in PASTED_FILES:
         header = _fixture_header(path)

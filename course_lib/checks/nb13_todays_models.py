@@ -361,6 +361,11 @@ class _RmsWithEinsum(RMSNorm):
         return torch.einsum("...d,d->...d", x * (mean_square + self.eps) ** -0.5, self.weight)
 
 
+RMS_NORM_FORBIDDEN_HINT = ("compute the root mean square yourself: the mean of x squared over the last axis, plus "
+                           "eps, then its reciprocal square root (torch.rsqrt) times x, times the gain. PyTorch's own "
+                           "RMSNorm (F.rms_norm, nn.RMSNorm) is not accepted here.")
+
+
 RMS_NORM = register(Exercise(
     name="rms_norm",
     notebook=NOTEBOOK,
@@ -368,6 +373,7 @@ RMS_NORM = register(Exercise(
     differentiable=True,  # every block of the model is trained through it
     forbidden_calls=("torch.nn.functional.rms_norm", "torch.nn.RMSNorm.forward"),
     forbidden_ops=("rms_norm",),  # PyTorch's own RMSNorm kernels, whatever name reaches them
+    forbidden_hint=RMS_NORM_FORBIDDEN_HINT,  # the class edition's RMSNorm runs F.rms_norm: pasted, it earns 0
     reference=RMSNorm,
     summary="RMSNorm.forward: x / sqrt(mean(x^2) + eps) * weight over the last axis",
     **public_and_hidden(_rms_cases),

@@ -292,6 +292,16 @@ def mean_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.nanmean(padded, dim=1)  # (batch, d_model)
 
 
+def rms_norm_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """Class edition: PyTorch's ``F.rms_norm`` over the last axis, in float32, cast back before the gain (as the
+    course's ``RMSNorm`` and Hugging Face's ``LlamaRMSNorm`` do). Gradients reach ``x`` and the gain, so a Llama
+    trains through it. Shapes: ``x`` (..., d_model) -> (..., d_model)."""
+    import torch.nn.functional as F
+
+    normalised = F.rms_norm(x.to(torch.float32), (self.d_model,), eps=self.eps)  # (..., d_model), float32
+    return self.weight * normalised.to(x.dtype)  # (..., d_model)
+
+
 @dataclass(frozen=True)
 class Backing:
     """One stand-in: the function (its source is copied into the edition) and the PyTorch callables it runs
@@ -320,6 +330,7 @@ BACKED: dict[str, Backing] = {
         decoder_layer_forward, ("torch.nn.TransformerDecoderLayer.forward",)),
     "course_lib.models.layers.mean_pool": Backing(mean_pool, ("torch.nanmean",)),
     "course_lib.models.positional.sinusoidal_frequencies": Backing(sinusoidal_frequencies, ("torch.logspace",)),
+    "course_lib.models.llama.RMSNorm.forward": Backing(rms_norm_forward, ("torch.nn.functional.rms_norm",)),
     "course_lib.models.flash_attention.online_softmax_attention": Backing(
         online_softmax_attention, ("torch.nn.functional.scaled_dot_product_attention",)),
 }

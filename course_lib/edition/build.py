@@ -51,7 +51,7 @@ from .strip import replace_parts
 
 __all__ = ["strip_library", "build_edition", "build_student_folder", "stand_in_source", "store_exercise",
            "course_exercises", "copy_package", "rewrite_parts", "store_calls", "record_calls", "recordable",
-           "MANIFEST"]
+           "MANIFEST", "assignment_split"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -236,6 +236,10 @@ def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout
             nb.cells.append(nbformat.v4.new_code_cell("record.save()"))
             with mock.patch.dict(os.environ, COURSE_WORKERS="1"):  # runs in other processes run here, recorded
                 execute_notebook(nb, path.parent, timeout=timeout, allow_errors=True)
+            failed = [o for o in nb.cells[0].get("outputs", []) if o.get("output_type") == "error"]
+            if failed:  # nothing would be recorded: the edition would say "withheld" to every call, silently
+                raise RuntimeError(f"record_calls: the recorder could not be installed in {path.name}'s kernel: "
+                                   f"{failed[0]['ename']}: {failed[0]['evalue']}")
             if out.is_file():
                 for key, calls in torch.load(out, weights_only=True).items():
                     order = merged.get(key, {}).get(ORDER, []) + calls.pop(ORDER, [])
@@ -296,13 +300,17 @@ def _store_judges(exercises: Sequence[Exercise], edition: Path) -> dict[str, str
 
 
 def strip_library(folder: Path, exercises: Sequence[Exercise] | None = None,
-                  recorded: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                  recorded: dict[str, dict[str, Any]] | None = None,
+                  checked: Sequence[Exercise] | None = None) -> dict[str, Any]:
     """Write ``course_lib`` into ``folder`` with every graded part of ``exercises`` (default: the course's)
     replaced by its stand-in and the checks' stored data; return the manifest (also written to ``MANIFEST``).
 
     ``recorded``: calls recorded from the lessons (:func:`record_calls`), served by stored stand-ins.
+    ``checked``: the exercises whose checks the edition holds (default: ``exercises``); a per-assignment
+    edition also checks the earlier notebooks' exercises, whose references it ships.
     """
     exercises = list(course_exercises() if exercises is None else exercises)
+    checked = exercises if checked is None else list(checked)
     recorded = dict(recorded or {})
     root = folder / "course_lib"
     copy_package(root)
@@ -312,14 +320,14 @@ def strip_library(folder: Path, exercises: Sequence[Exercise] | None = None,
                   keep_decorators=True)
     data = root / "edition" / "data"
     store_calls([p for p in parts if p.key.startswith("course_lib.")], data, recorded)
-    judges = _store_judges(exercises, root / "edition")
-    for exercise in exercises:
+    judges = _store_judges(checked, root / "edition")
+    for exercise in checked:
         fallback = getattr(exercise.reference, "__module__", "") + "." + exercise.reference.__name__
         store_exercise(exercise, data, fallback, judges.get(exercise.name, ""))
     manifest = {"parts": {p.key: {"exercise": p.exercise, "role": p.role, "kind": kinds[p.key],
                                   "through": list(BACKED[p.key].through) if kinds[p.key] == "backed" else []}
                           for p in parts},
-                "exercises": [e.name for e in exercises]}
+                "exercises": [e.name for e in exercises], "checked": [e.name for e in checked]}
     (root / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     return manifest
 
@@ -364,24 +372,64 @@ def _copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
     return written
 
 
-def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bool = True) -> dict[str, Any]:
+def _number(notebook: str) -> int:
+    """A notebook's number: ``"05_encoder"``, ``"05"`` or ``"5"`` -> 5."""
+    head = Path(notebook).stem.split("_", 1)[0]
+    if not head.isdigit():
+        raise ValueError(f"not a notebook of the course: {notebook!r} (give its number, 00 to 13)")
+    return int(head)
+
+
+def assignment_split(graded: str, exercises: Sequence[Exercise], paths: Sequence[Path]
+                     ) -> tuple[list[Path], list[Exercise], list[Exercise]]:
+    """What a per-assignment edition of notebook ``graded`` holds: the notebooks it ships (``graded`` and the
+    earlier ones: the later ones' references would be future answers), the exercises whose answers it
+    withholds (the graded notebook's and every later one's: a later notebook's reference in the shipped
+    ``course_lib`` would be next week's answer) and the exercises it checks (the shipped notebooks')."""
+    number = _number(graded)
+    if number not in {_number(p.name) for p in paths}:
+        raise ValueError(f"no notebook {graded!r}: the course has {', '.join(p.stem for p in paths)}")
+    shipped = [p for p in paths if _number(p.name) <= number]
+    withheld = [e for e in exercises if _number(e.notebook) >= number]
+    checked = [e for e in exercises if _number(e.notebook) <= number]
+    return shipped, withheld, checked
+
+
+def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bool = True,
+                  graded: str | None = None) -> dict[str, Any]:
     """Build the class edition into ``out``: ``course_lib/`` (stripped), ``notebooks/``, ``pyproject.toml``.
 
     ``notebooks``: the student notebooks to include (default: every notebook of the course). With ``record``
     each is run once (self-study edition) to record the calls its lesson makes to graded functions that
     have no PyTorch counterpart (:func:`record_calls`); it takes as long as running the notebooks.
+
+    ``graded``: a per-assignment edition, as a class runs (one notebook graded a week): notebook ``graded``
+    and the earlier ones, the earlier ones' references shipped as they are (past due: the course's published
+    solutions), the answers of ``graded`` and of every later notebook withheld, and only ``graded``'s calls
+    recorded (:func:`assignment_split`). ``notebooks`` must then be None.
     """
     from course_lib.exercises.cli import NOTEBOOK_DIR
 
     out = Path(out)
     if (out / "course_lib").exists():
         raise FileExistsError(f"build_edition: {out / 'course_lib'} exists; give an empty or new folder")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb")) if notebooks is None else list(notebooks)
+    every = sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb"))
     exercises = course_exercises()
-    recorded = record_calls(paths, graded_parts(exercises)) if record else {}
-    manifest = strip_library(out, exercises, recorded)
+    if graded is not None:
+        if notebooks is not None:
+            raise ValueError("build_edition: give graded or notebooks, not both")
+        paths, withheld, checked = assignment_split(graded, exercises, every)
+        to_record = [p for p in paths if _number(p.name) == _number(graded)]
+    else:
+        paths = every if notebooks is None else list(notebooks)
+        withheld = checked = exercises
+        to_record = paths
+    out.mkdir(parents=True, exist_ok=True)
+    recorded = record_calls(to_record, graded_parts(withheld)) if record else {}
+    manifest = strip_library(out, withheld, recorded, checked)
     manifest["notebooks"] = [p.name for p in _copy_notebooks(paths, out / "notebooks")]
+    manifest["graded"] = None if graded is None else paths[-1].stem
+    (out / "course_lib" / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     (out / "pyproject.toml").write_text(PYPROJECT.format(version=course_lib.__version__), encoding="utf-8")
     (out / "README.md").write_text(README, encoding="utf-8")
     return manifest

@@ -1,8 +1,13 @@
 """``course-class-edition``: build what students receive for a graded class (no graded answer in it).
 
+    course-class-edition --graded 05 --out class05/         # the week of notebook 05: notebooks 00-05, 05 graded
     course-class-edition --out class/                       # the course: notebooks/ + course_lib/ + pyproject.toml
     course-class-edition --out class/ --notebooks 00 01     # only these notebooks (their calls recorded)
     course-class-edition --assignment assignments/kv_cache --out kv_student/   # an assignment's student folder
+
+``--graded NN`` is how a class runs, one notebook graded a week: it ships notebooks 00 to NN, withholds the
+answers of NN (and of every later notebook, whose modules stay in ``course_lib``), ships the earlier notebooks'
+references as they are (past due: the course's published solutions) and records only NN's calls.
 
 The course's build runs each notebook once (the self-study edition) to record the calls its lesson makes to
 graded functions that have no PyTorch counterpart (``--no-record`` skips it: those calls then say the answer
@@ -25,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
     parser.add_argument("--notebooks", nargs="*", default=None,
                         help="notebook numbers or names to include (default: every notebook, 00 to 13)")
+    parser.add_argument("--graded", default=None, metavar="NN",
+                        help="the edition of one assignment: notebooks 00..NN, NN's answers withheld (and later ones')")
     parser.add_argument("--assignment", type=Path, default=None,
                         help="build the student folder of this assignment folder instead of the course")
     parser.add_argument("--no-record", action="store_true", help="do not run the notebooks to record their calls")
@@ -39,18 +46,22 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib.exercises.cli import NOTEBOOK_DIR
 
     paths = None
+    if args.graded is not None and args.notebooks is not None:
+        parser.error("give --graded or --notebooks, not both")
     if args.notebooks is not None:
         every = sorted(Path(NOTEBOOK_DIR).glob("[0-9][0-9]_*.ipynb"))
         paths = [p for p in every if any(p.stem.startswith(n) for n in args.notebooks)]
         if not paths:
             parser.error(f"no notebook matches {args.notebooks}")
     try:
-        manifest = build_edition(args.out, paths, record=not args.no_record)
-    except FileExistsError as err:
+        manifest = build_edition(args.out, paths, record=not args.no_record, graded=args.graded)
+    except (FileExistsError, ValueError) as err:
         parser.error(str(err))
     kinds = [part["kind"] for part in manifest["parts"].values()]
-    print(f"class edition -> {args.out}: {len(manifest['notebooks'])} notebooks, {len(manifest['exercises'])} "
-          f"exercises checked from stored data; graded parts: {kinds.count('backed')} PyTorch-backed, "
+    graded = f", {manifest['graded']} graded" if manifest.get("graded") else ""
+    print(f"class edition -> {args.out}: {len(manifest['notebooks'])} notebooks{graded}, {len(manifest['checked'])} "
+          f"exercises checked from stored data, {len(manifest['exercises'])} withheld; graded parts: "
+          f"{kinds.count('backed')} PyTorch-backed, "
           f"{kinds.count('stored')} stored outputs, {kinds.count('withheld')} withheld")
     return 0
 

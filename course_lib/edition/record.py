@@ -20,6 +20,14 @@ makes (the digests of the arguments match) even where the arguments come out of 
   random generators as they were before it (the stored output draws no random number: BERT's masking, run
   by the reference here, would otherwise shift every later draw).
 
+A training loop calls a graded part thousands of times with arguments that differ only in their floats (the
+same sizes, the same integer data: one *signature*), and storing every output made the full class edition
+14 GB. So at most :data:`CAP` calls are recorded per graded part and signature; a call past the cap is served
+in both runs as the edition serves a call it has not stored, the next recorded call of that signature in the
+lesson's order (:func:`course_lib.edition.stored.lookup`), so the two runs still compute the same numbers.
+Those numbers are not the self-study edition's: past the cap the loop replays stored outputs (which carry no
+gradient in either case, see below).
+
 Same machine, same numbers. A machine whose floating-point results differ in the last bits (another CPU,
 another BLAS) trains to other weights; a call on them is then served the output of the recorded call at the
 same place in the lesson's order with the same signature (integer data and sizes equal), and nothing when
@@ -47,12 +55,19 @@ import torch
 
 from course_lib.exercises import get_exercise, registered_exercises, to_plain
 
+from . import stored
 from .stored import ORDER, call_digest, served
 
-__all__ = ["install", "save", "public_digests", "as_tensors", "argument_values"]
+__all__ = ["install", "save", "public_digests", "as_tensors", "argument_values", "CAP"]
+
+#: The most calls recorded per graded part and call signature (same sizes and integer data, floats aside);
+#: later calls of that signature are served from the recorded ones (see the module docstring).
+CAP = 16
 
 _TABLE: dict[str, dict[str, Any]] = {}
 _PATH: list[Path] = []
+_COUNT: dict[tuple[str, str], int] = {}  # (key, signature) -> calls recorded
+_CAP: list[int | None] = [CAP]
 
 
 def as_tensors(value: Any) -> Any:
@@ -124,15 +139,23 @@ def _recording(fn: Callable[..., Any], key: str, exercise: str, table: dict[str,
             digest = call_digest(values)
         except (TypeError, AttributeError):
             return fn(*args, **kwargs)
+        signature = call_digest(values, floats_by_shape=True)
+        calls = table.setdefault(key, {})
+        cap = _CAP[0]
+        if cap is not None and _COUNT.get((key, signature), 0) >= cap:  # past the cap: served as the edition does
+            output = stored.lookup(key, [calls], digest, signature)
+            if output is not None:
+                return served(output, values)
         with _random_state_kept([*args, *kwargs.values()]):
             raw = fn(*args, **kwargs)
             if _on_meta(raw):  # a model built on the meta device (shapes only): store the values, as on the CPU
                 with torch.device("cpu"):
                     raw = fn(*args, **kwargs)
             output = as_tensors(raw)
-        calls = table.setdefault(key, {})
         calls[digest] = output
-        calls.setdefault(ORDER, []).append([digest, call_digest(values, floats_by_shape=True)])
+        calls.setdefault(ORDER, []).append([digest, signature])
+        _COUNT[(key, signature)] = _COUNT.get((key, signature), 0) + 1
+        stored.lookup(key, [calls], digest, signature)  # the order's position moves as the edition's will
         return served(output, values)  # what the edition's stand-in returns for this call
 
     return recorded
@@ -175,9 +198,10 @@ def _swap_in(key: str, stand_in: Callable[..., Any]) -> None:
 
 
 def install(parts: Mapping[str, str], path: str | Path, checks: str = "course_lib.checks",
-            outer: Sequence[str] = (), backed: Sequence[str] = ()) -> None:
+            outer: Sequence[str] = (), backed: Sequence[str] = (), cap: int | None = CAP) -> None:
     """Record every call to the graded functions and methods ``parts`` (key -> exercise name); :func:`save`
     writes them. ``backed``: keys of :data:`~course_lib.edition.backed.BACKED` to run as the edition runs them.
+    ``cap``: the most calls recorded per part and signature (None: every call).
 
     A function is replaced wherever ``course_lib``'s modules hold it (its own module and those that imported
     it by name), and so is the exercise's ``reference`` (what a failing check hands to the cells below); a
@@ -189,6 +213,7 @@ def install(parts: Mapping[str, str], path: str | Path, checks: str = "course_li
     importlib.import_module("course_lib.checks")  # the course's exercises and ``checks``'s, looked up below
     importlib.import_module(checks)
     _PATH[:] = [Path(path)]
+    _CAP[:] = [cap]
     if backed:
         from .backed import BACKED
 
@@ -221,7 +246,7 @@ def _lookup(key: str) -> Any:
     """The object a key names (``module.name`` or ``module.Class.method``, the module being the longest
     importable prefix; a method as its class holds it), or None."""
     parts = key.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
+    for cut in range(len(parts), 0, -1):  # the whole key first: a module (the owner of a function) is found too
         try:
             obj: Any = importlib.import_module(".".join(parts[:cut]))
         except ImportError:

@@ -51,7 +51,7 @@ from course_lib.exercises.feedback import (
 from course_lib.exercises.observation import WeightsMismatchError
 
 __all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "check", "run_check", "stored_call", "served",
-           "withheld", "call_digest", "load_exercise", "stored_exercises"]
+           "withheld", "call_digest", "load_exercise", "stored_exercises", "lookup"]
 
 #: Where the edition's stored data lives: one ``<exercise>.pt`` per exercise and ``calls.pt``.
 DATA = Path(__file__).resolve().parent / "data"
@@ -140,17 +140,27 @@ def stored_call(key: str, exercise: str, values: Sequence[Any]) -> Any:
     *signature* (the same integer data, sizes and dtypes, floats by shape: :func:`call_digest`). The stored
     outputs are all it ever returns.
     """
-    digest = call_digest(values)
-    for table in _tables(key):
+    found = lookup(key, _tables(key), call_digest(values), call_digest(values, floats_by_shape=True))
+    if found is None:
+        withheld(key, exercise)
+    return served(found, values)
+
+
+def lookup(key: str, tables: Sequence[dict[str, Any]], digest: str, signature: str) -> Any:
+    """The stored output a call of ``key`` with this ``digest`` and ``signature`` is served from ``tables``, or
+    None: the call itself if it was recorded, else the next recorded call in the lesson's order with the same
+    signature (the order's position moves past it). One implementation for the edition's stand-ins
+    (:func:`stored_call`) and the builder's recording run, which serves the calls past its cap the same way
+    (:mod:`course_lib.edition.record`), so that both runs compute the same numbers."""
+    for table in tables:
         if digest in table:
             _in_order(key, table, 0, digest)
-            return served(table[digest], values)
-    signature = call_digest(values, floats_by_shape=True)
-    for table in _tables(key):
+            return table[digest]
+    for table in tables:
         found = _in_order(key, table, 1, signature)
         if found is not None:
-            return served(table[found], values)
-    withheld(key, exercise)
+            return table[found]
+    return None
 
 
 def _needs_grad(values: Sequence[Any]) -> bool:

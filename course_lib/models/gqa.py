@@ -201,7 +201,8 @@ class GroupedQueryAttention(nn.Module):
         if mask is not None:
             allowed = allowed & mask  # (batch or 1, num_heads or 1, seq, keys)
         groups = self.num_heads // self.num_kv_heads
-        k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (batch, num_heads, keys, d_k)
+        if groups > 1:  # one key/value head per query head (multi-head attention) needs no repeat
+            k, v = repeat_kv(k, groups), repeat_kv(v, groups)  # (batch, num_heads, keys, d_k)
         if need_weights:
             heads, weights = scaled_dot_product_attention(q, k, v, allowed)  # weights (batch, heads, seq, keys)
         else:
