@@ -237,6 +237,13 @@ def _screen(spec: Any, cells: list[tuple[int, str]], result: ExerciseResult, cou
     return where
 
 
+def _dotted(function: Any) -> str | None:
+    """``module:qualname`` of an exercise's module-level access check (the sandbox imports it), or None."""
+    if function is None:
+        return None
+    return f"{function.__module__}:{function.__qualname__}"
+
+
 def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tuple[int, str] | None]) -> Plan:
     """The sandbox's job: per exercise its cell (None: not run), helper cells, check cell and cases."""
     plan = Plan(setup=STANDARD_IMPORTS + course.setup_lines)
@@ -251,7 +258,8 @@ def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tu
             "cell": where[1] if where else None, "cell_number": where[0] + 1 if where else 0,
             "helpers": helper_cells(cells, where[0], skip, known) if where else [], "check": spec.check,
             "grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
-            "watch": list(exercise.forbidden_calls), "seed": exercise.seed})
+            "watch": list(exercise.forbidden_calls), "seed": exercise.seed,
+            "access": _dotted(exercise.access_check)})
         plan.cases.append((spec.arrays, spec.described) if where else None)
     return plan
 
