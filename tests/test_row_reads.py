@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from course_lib.checks import nb13_todays_models as nb13
+import course_lib.checks  # noqa: F401 - registers the exercises
 from course_lib.exercises import get_exercise
 from course_lib.exercises.feedback import inputs_as_plain, run_check
 from course_lib.exercises.observation import observation_problems, observe, plain_observation
@@ -57,8 +57,12 @@ def _logsumexp_of_the_row(x, dim=-1, tile_size=32):
     return torch.exp(x - torch.logsumexp(x, dim, keepdim=True))
 
 
-ONE_PASS = [online_softmax, nb13._online_by_logaddexp, nb13._online_by_merging_tiles, nb13._online_one_entry_at_a_time,
-            _backwards, _output_tile_by_tile]
+EXERCISE = get_exercise("online_softmax")
+MISTAKES = {m.name: m.impl for m in EXERCISE.mistakes}
+WHOLE_ROW = MISTAKES["the whole row at once (a two-pass softmax)"]
+TWO_PASSES = MISTAKES["a maximum pass, then a sum pass"]
+PYTORCH = MISTAKES["PyTorch's softmax"]
+ONE_PASS = [online_softmax, *EXERCISE.also_correct, _backwards, _output_tile_by_tile]
 ROWS = [(torch.randn(2, 3, 17), -1, 4), (torch.randn(12, 3), 0, 5), (torch.randn(2, 9), -1, 3)]
 
 
@@ -70,29 +74,29 @@ def test_one_pass_answers_read_each_tile_once(impl, x, dim, tile_size) -> None:
 
 
 @pytest.mark.parametrize(("impl", "kind"), [
-    (nb13._two_pass_softmax, "whole row"),
+    (WHOLE_ROW, "whole row"),
     (_logsumexp_of_the_row, "whole row"),
-    (nb13._pytorchs_softmax, "whole row"),
-    (nb13._two_pass_over_tiles, "second pass"),
+    (PYTORCH, "whole row"),
+    (TWO_PASSES, "second pass"),
     (_tiled_max_then_whole_sum, "second pass"),
 ], ids=lambda v: getattr(v, "__name__", v))
 @pytest.mark.parametrize(("x", "dim", "tile_size"), ROWS[:2])
 def test_two_pass_and_whole_row_answers_are_told_apart(impl, kind, x, dim, tile_size) -> None:
     found = row_reads(impl, x, dim=dim, tile_size=tile_size)
     assert [p.split(":", 1)[0] for p in found][:1] == [kind], found
-    if impl is not nb13._pytorchs_softmax:
+    if impl is not PYTORCH:
         torch.testing.assert_close(impl(x, dim=dim, tile_size=tile_size), torch.softmax(x, dim))  # right numbers
 
 
 def test_a_row_of_one_tile_may_be_read_twice() -> None:
     """With tile_size >= the row, one pass and two are the same algorithm: nothing to say."""
-    assert row_reads(nb13._two_pass_softmax, torch.randn(3, 5), tile_size=16) == []
+    assert row_reads(WHOLE_ROW, torch.randn(3, 5), tile_size=16) == []
 
 
 def test_the_observation_carries_the_reads_and_the_judge_uses_them() -> None:
     exercise = get_exercise("online_softmax")
     case = exercise.cases("public")[1]
-    got = plain_observation(observe(nb13._two_pass_over_tiles, case, trace=True, access=exercise.access_check))
+    got = plain_observation(observe(TWO_PASSES, case, trace=True, access=exercise.access_check))
     assert got["access"][0].startswith("second pass:")
     expected = plain_observation(observe(exercise.reference, case))
     inputs = inputs_as_plain(case)
@@ -114,11 +118,11 @@ def test_held_out_two_pass_answers_get_the_hint_of_their_kind(impl, mistake) -> 
 
 
 def test_the_grader_names_the_access_check_to_its_sandbox() -> None:
-    from course_lib.grading.runner import _dotted
-    from course_lib.grading.sandbox_main import _access_check
+    from course_lib.exercises.passes import access_check_name, resolve_access_check
 
-    check = get_exercise("online_softmax").access_check
-    assert _dotted(check) == "course_lib.exercises.passes:case_row_reads"  # a module the sandbox can see
-    assert _access_check(_dotted(check)) is check
-    assert _access_check(None) is None and _access_check("os:system") is None and _dotted(None) is None
-    assert _access_check("course_lib.checks.nb13_todays_models:online_softmax") is None  # only the exercises' own
+    check = EXERCISE.access_check
+    assert access_check_name(check) == "course_lib.exercises.passes:case_row_reads"  # a module the sandbox sees
+    assert resolve_access_check(access_check_name(check)) is check
+    assert resolve_access_check(None) is None and resolve_access_check("os:system") is None
+    assert access_check_name(None) is None
+    assert resolve_access_check("course_lib.checks.nb13_todays_models:online_softmax") is None  # answers: hidden

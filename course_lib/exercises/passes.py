@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["row_reads", "case_row_reads", "COPIES", "MOVES", "SHAPES"]
+__all__ = ["row_reads", "case_row_reads", "access_check_name", "resolve_access_check", "COPIES", "MOVES", "SHAPES"]
 
 #: Calls that copy their input element for element (a new tensor, the same columns): not reads.
 COPIES = frozenset({"clone", "contiguous", "to", "double", "float", "half", "bfloat16", "cpu", "detach", "type",
@@ -187,3 +187,21 @@ def case_row_reads(impl: Callable[..., Any], case: Any) -> list[str]:
     ``Exercise.access_check``; it lives here, not beside the exercise, because the grader's sandbox runs it and
     the sandbox cannot see the checks (they hold the answers)."""
     return row_reads(impl, case.args[0], dim=case.kwargs.get("dim", -1), tile_size=case.kwargs.get("tile_size", 32))
+
+
+def access_check_name(function: Callable[..., Any] | None) -> str | None:
+    """``module:qualname`` of an exercise's access check, as the grader names it to its sandbox (None: none)."""
+    if function is None:
+        return None
+    return f"{function.__module__}:{function.__qualname__}"
+
+
+def resolve_access_check(name: Any) -> Callable[..., Any] | None:
+    """The access check ``name`` (:func:`access_check_name`) names, imported only from ``course_lib.exercises``
+    (what the sandbox can see; anything else, or None, gives None)."""
+    if not isinstance(name, str) or ":" not in name or not name.startswith("course_lib.exercises."):
+        return None
+    import importlib
+
+    module, qualname = name.split(":", 1)
+    return getattr(importlib.import_module(module), qualname)

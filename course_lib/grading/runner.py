@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from course_lib.exercises.passes import access_check_name
+
 from . import policy as P
 from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, claimed_notebook, course_notebooks, find_course_copy
 from .executor import Limits, Plan, execute
@@ -237,13 +239,6 @@ def _screen(spec: Any, cells: list[tuple[int, str]], result: ExerciseResult, cou
     return where
 
 
-def _dotted(function: Any) -> str | None:
-    """``module:qualname`` of an exercise's module-level access check (the sandbox imports it), or None."""
-    if function is None:
-        return None
-    return f"{function.__module__}:{function.__qualname__}"
-
-
 def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tuple[int, str] | None]) -> Plan:
     """The sandbox's job: per exercise its cell (None: not run), helper cells, check cell and cases."""
     plan = Plan(setup=STANDARD_IMPORTS + course.setup_lines)
@@ -259,7 +254,7 @@ def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tu
             "helpers": helper_cells(cells, where[0], skip, known) if where else [], "check": spec.check,
             "grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
             "watch": list(exercise.forbidden_calls), "seed": exercise.seed,
-            "access": _dotted(exercise.access_check)})
+            "access": access_check_name(exercise.access_check)})
         plan.cases.append((spec.arrays, spec.described) if where else None)
     return plan
 

@@ -188,23 +188,13 @@ def identity_check(namespace: dict[str, Any], target: str | None = None) -> Call
     return check
 
 
-def _access_check(dotted: Any) -> Any:
-    """The exercise's access check named by the grader (``module:qualname``, a function of
-    ``course_lib.exercises``, which the sandbox can see), or None. Imported here, before the learner's call."""
-    if not isinstance(dotted, str) or ":" not in dotted or not dotted.startswith("course_lib.exercises."):
-        return None
-    import importlib
-
-    module, name = dotted.split(":", 1)
-    return getattr(importlib.import_module(module), name)
-
-
 def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inputs: dict[str, Any],
                   ignore_threads: frozenset[int] = frozenset()) -> tuple[dict[str, Any], dict[str, Any]]:
     """Observe ``impl`` on every hidden case; ``(JSON answer, arrays)``. No verdict: the facts only.
     ``ignore_threads``: the threads alive before any learner code ran (the runner's, none in the sandbox)."""
     from course_lib.exercises.core import Case
     from course_lib.exercises.observation import observe, plain_observation
+    from course_lib.exercises.passes import resolve_access_check
     from course_lib.grading.codec import decode_value, encode_value
 
     arrays: dict[str, Any] = {}
@@ -220,7 +210,7 @@ def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inp
                 impl, case, grad=bool(exercise["grad"]), differentiable=bool(exercise["differentiable"]),
                 seed=exercise.get("seed"), train_mode=bool(exercise.get("train_mode")),
                 watch=tuple(exercise.get("watch", ())), trace=True, ignore_threads=ignore_threads,
-                access=_access_check(exercise.get("access"))))
+                access=resolve_access_check(exercise.get("access"))))
             entry["output"] = encode_value(plain.pop("output"), arrays, strict=False)
             entry["observed"] = encode_value(plain, arrays, strict=False, dicts=True)
             entry["status"] = "ok"
