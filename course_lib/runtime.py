@@ -12,8 +12,9 @@ other work two threads fighting over small matrices made a training step 17-21x 
 (``benchmarks/results/threads.md``). The notebooks whose models are large enough to gain from a second core
 on an idle machine (07, 10, 11: 1.2-1.7x faster) measure instead, with ``get_device(threads="measure")`` at
 start and :func:`choose_threads` before each long cell: with a core busy with other work, two threads were
-2x slower than one for the same models (``threads_busy.md``), so a probe of a few milliseconds
-(:func:`measure_threads`) picks 1 or 2 and one printed line says which.
+2x slower than one for the same models (``threads_busy.md``), so a probe of a quarter of a second
+(:func:`measure_threads`: how much CPU other work uses, and a small matmul timed) picks 1 or 2 and one
+printed line says which.
 ``COURSE_THREADS=1`` (or ``2``, ``all``) in the environment overrides every notebook's choice and the probe.
 ``COURSE_THREADS_LOG=path`` appends every such decision to that file, one JSON line each (what the probe saw
 and chose, and when): ``benchmarks/bench_notebooks.py`` records them beside each notebook's time.
@@ -45,6 +46,8 @@ __all__ = ["get_device", "set_seed", "SMOKE", "steps", "configure_threads", "DEF
 SMOKE: bool = os.environ.get("COURSE_SMOKE", "") == "1"
 DEFAULT_THREADS = 1
 _threads_configured = False
+PROBE_SAMPLES = 5  # readings of the other work's CPU use in one probe; their median decides
+PROBE_EVERY = 0.05  # seconds each reading covers (so a probe takes PROBE_SAMPLES * PROBE_EVERY = 0.25 s)
 WATCH_EVERY = 1.0  # seconds between two load samples of watch_threads
 WATCH_SAMPLES = 5  # samples whose median decides (a command that runs for an instant does not count)
 
@@ -93,7 +96,8 @@ class _Watch:
 
     active: bool = False
     last: float = -math.inf  # time.monotonic() of the last load sample
-    samples: list[float] = field(default_factory=list)  # other processes' runnable threads, the latest last
+    samples: list[float] = field(default_factory=list)  # CPUs busy with other work per sample, the latest last
+    snapshot: _CpuSnapshot | None = None  # the CPU clocks at the last sample: the next one covers the time since
 
 
 _watch = _Watch()
@@ -104,8 +108,9 @@ class ThreadMeasurement:
     """What :func:`measure_threads` saw: the threads to use and why, in one line."""
 
     threads: int
-    busy_elsewhere: float | None  # other processes' runnable threads, the median sample (None: not Linux)
+    busy_elsewhere: float | None  # CPUs busy with other work, the median reading (None: not Linux)
     speedup: float | None  # a small matmul's time with one thread over its time with two (None: not timed)
+    samples: tuple[float, ...] = ()  # CPUs busy with other work in each reading, in order (for the log)
 
     def __str__(self) -> str:
         others = "" if self.busy_elsewhere is None else f"{self.busy_elsewhere:.1f} CPUs busy with other work"
@@ -114,48 +119,56 @@ class ThreadMeasurement:
         return f"{others}{', ' if others else ''}2 threads {self.speedup:.2f}x as fast as 1 on a small matmul"
 
 
-def _runnable_here() -> int:
-    """Threads of this process that are running or waiting for a CPU now (state ``R`` in
-    ``/proc/self/task/*/stat``): at least the calling thread, and PyTorch's own worker threads while they
-    spin after a parallel operation; 1 where that folder cannot be read."""
-    count = 0
+@dataclass(frozen=True)
+class _CpuSnapshot:
+    """The machine's CPU clocks at one instant: enough to tell, between two snapshots, how much of the CPUs
+    other work used (:func:`_busy_elsewhere`)."""
+
+    wall: float  # time.monotonic(), seconds
+    idle: float | None  # seconds all CPUs together spent idle or waiting for I/O since boot (None: no /proc/stat)
+    own: float  # seconds of CPU this process used, all its threads (time.process_time())
+    cpus: int  # CPUs online (the per-CPU lines of /proc/stat; os.cpu_count() without it)
+
+
+def _cpu_snapshot() -> _CpuSnapshot:
+    """Read the CPU clocks now: the idle and I/O-wait columns of ``/proc/stat``'s first line (in clock ticks of
+    ``SC_CLK_TCK``, 10 ms; the kernel keeps the idle time to the microsecond and rounds it down when printed),
+    this process's CPU time (to the nanosecond, every thread: PyTorch's spinning workers included), and the
+    time. Outside Linux ``idle`` is None."""
+    own, wall = time.process_time(), time.monotonic()
     try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return 1
-    for task in tasks:
-        try:
-            with open(f"/proc/self/task/{task}/stat") as stat:
-                state = stat.read().rsplit(")", 1)[1].split()[0]  # the field after "(comm)"
-        except (OSError, IndexError):
-            continue  # the thread ended meanwhile
-        count += state == "R"
-    return max(1, count)
-
-
-def _runnable_elsewhere() -> float | None:
-    """Threads of other processes that are running or waiting for a CPU now (/proc/loadavg's 4th field, less
-    this process's own, PyTorch's spinning worker threads included), or None where that file is missing.
-
-    This process's threads are counted just before and just after the load is read, and the larger count is
-    taken off: a worker thread that stops spinning in between was counted in the load, and must not be
-    taken for another program (that would make two threads look busy on an idle machine)."""
-    before = _runnable_here()
-    try:
-        with open("/proc/loadavg") as loadavg:
-            running = int(loadavg.read().split()[3].split("/")[0])
+        with open("/proc/stat") as stat:
+            lines = stat.read().splitlines()
+        fields = lines[0].split()  # "cpu user nice system idle iowait irq softirq steal ..."
+        tick = os.sysconf("SC_CLK_TCK")
+        idle = (int(fields[4]) + int(fields[5])) / tick
+        cpus = sum(line.startswith("cpu") and line[3:4].isdigit() for line in lines)
     except (OSError, ValueError, IndexError):
+        return _CpuSnapshot(wall, None, own, os.cpu_count() or 1)
+    return _CpuSnapshot(wall, idle, own, cpus or os.cpu_count() or 1)
+
+
+def _busy_elsewhere(start: _CpuSnapshot, end: _CpuSnapshot) -> float | None:
+    """How many CPUs other work kept busy between two snapshots, on average (None without /proc/stat).
+
+    Every CPU second that was not idle, less this process's own: other programs, the notebook server, the
+    kernel's threads (``kdamond``, ``kworker``: each by the CPU time it really used, a burst of a few
+    milliseconds counts as that, not as a busy CPU), and time the hypervisor took from this machine (steal:
+    a core that is not there for a second thread either). Rounded down at 0: the idle time is printed in
+    10-ms ticks, so over 50 ms on 2 CPUs one reading is within +-0.2 CPUs.
+    """
+    if start.idle is None or end.idle is None or end.wall <= start.wall:
         return None
-    return max(0, running - max(before, _runnable_here()))
+    seconds = end.wall - start.wall
+    busy = end.cpus * seconds - (end.idle - start.idle)  # CPU seconds used by every task
+    return max(0.0, (busy - (end.own - start.own)) / seconds)
 
 
-def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, samples: list[float | None],
-                    give_up: float = math.inf) -> float:
+def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, give_up: float = math.inf) -> float:
     """The median time of ``a @ a`` with ``threads`` threads, after one untimed run (a new thread count
     restarts PyTorch's thread pool); the median, because a single lucky run says little. A run slower than
     ``give_up`` seconds ends the measurement at once with that time (on a busy machine two threads can be
-    hundreds of times slower, and the answer is already clear). After each run, the threads of other
-    processes ready to run are appended to ``samples``."""
+    hundreds of times slower, and the answer is already clear)."""
     torch.set_num_threads(threads)
     torch.mm(a, a)
     times = []
@@ -163,27 +176,48 @@ def _matmul_seconds(threads: int, a: torch.Tensor, repeats: int, samples: list[f
         start = time.perf_counter()
         torch.mm(a, a)
         times.append(time.perf_counter() - start)
-        samples.append(_runnable_elsewhere())
         if times[-1] > give_up:
             return times[-1]
     return sorted(times)[len(times) // 2]
 
 
-def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
-    """Measure whether a second CPU thread helps now: 1 or 2 threads, in a few milliseconds (about 5-15 ms
-    on an idle 2-core machine; a two-thread run slower than twice the one-thread median ends the probe).
+def _load_samples(count: int, every: float) -> list[float]:
+    """``count`` readings of :func:`_busy_elsewhere`, each over ``every`` seconds one after the other, while
+    this process sleeps (so that it neither slows the other work down nor counts itself); [] without
+    /proc/stat."""
+    samples = []
+    previous = _cpu_snapshot()
+    for _ in range(count):
+        time.sleep(every)
+        current = _cpu_snapshot()
+        busy = _busy_elsewhere(previous, current)
+        if busy is None:
+            return []
+        samples.append(busy)
+        previous = current
+    return samples
 
-    Two signals: a (``size`` x ``size``) matmul timed with 1 then 2 threads then 1 again (two threads wait
-    for each other at every operation, so with a core taken by other work a second thread is slower, not
-    faster), and on Linux how many threads of other processes are running or waiting for a CPU, sampled
-    after every timed matmul (``/proc/loadavg``, less this process's own threads: PyTorch's worker threads
-    spin for a while after an operation). Two threads are chosen only when the matmul is at least 1.3x
-    faster with them and, where known, more than 1.5 CPUs are free of other work in the median sample (a
-    process that runs for an instant, such as a shell command, does not count; one that keeps a CPU busy
-    shows in every sample); otherwise
-    one (``benchmarks/results/threads*.md``: on a 2-core machine with one core busy two threads were 2-15x
-    slower than one; on an idle one 1.2-1.7x faster for the models of notebooks 07, 10 and 11). The
-    thread count in effect before the call is restored.
+
+def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
+    """Measure whether a second CPU thread helps now: 1 or 2 threads, in about a quarter of a second (of
+    which this process uses a few milliseconds of CPU).
+
+    Two signals. First, on Linux, how much of the CPUs other work uses: :data:`PROBE_SAMPLES` readings of
+    :data:`PROBE_EVERY` seconds each, from the machine's idle time less this process's own CPU time
+    (:func:`_busy_elsewhere`), judged by their median. A program that keeps a core busy uses it in every
+    reading; a burst of the notebook server or of a kernel thread fills at most one or two and counts only
+    by the CPU it used. When more than 0.5 CPUs are busy elsewhere (at most 1.5 free), one thread, and no
+    matmul is timed. Second, a (``size`` x ``size``) matmul timed with 1 then 2 threads then 1 again (two
+    threads wait for each other at every operation, so with a core taken by work the load does not show,
+    such as another virtual machine's, a second thread is slower, not faster): two threads only when they are
+    at least 1.3x faster (``benchmarks/results/threads*.md``: on a 2-core machine with one core busy two
+    threads were 2-15x slower than one; on an idle one 1.2-1.7x faster for the models of notebooks 07, 10
+    and 11). The thread count in effect before the call is restored.
+
+    Why not the number of tasks ready to run (``/proc/loadavg``'s 4th field), as before: it is one instant,
+    and the earlier probe's 16 samples of it all fell within 10-20 ms, so anything that ran for a few
+    milliseconds then (a kernel thread, the notebook server answering the cell) counted as a busy core; on
+    an idle 2-core machine 2 of 6 probes saw 0.5-1.0 CPUs busy and 3 of 6 notebook runs chose one thread.
 
     Example:
         >>> measure_threads().threads in (1, 2)
@@ -191,24 +225,21 @@ def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
     """
     if (os.cpu_count() or 1) < 2:
         return ThreadMeasurement(1, None, None)
-    samples = [_runnable_elsewhere()]
-    if samples[0] is not None and samples[0] >= (os.cpu_count() or 1):  # every CPU taken: no need to time
-        return ThreadMeasurement(1, float(samples[0]), None)
+    samples = _load_samples(PROBE_SAMPLES, PROBE_EVERY)
+    busy_elsewhere = float(statistics.median(samples)) if samples else None
+    if busy_elsewhere is not None and (os.cpu_count() or 1) - busy_elsewhere <= 1.5:
+        return ThreadMeasurement(1, busy_elsewhere, None, tuple(samples))  # no CPU free: no need to time
     saved = torch.get_num_threads()
     a = torch.randn(size, size)
     try:
-        one = _matmul_seconds(1, a, repeats, samples)
-        two = _matmul_seconds(2, a, repeats, samples, give_up=2 * one)
+        one = _matmul_seconds(1, a, repeats)
+        two = _matmul_seconds(2, a, repeats, give_up=2 * one)
         if two < one:  # before and after: a change of load during the probe hits both
-            one = min(one, _matmul_seconds(1, a, repeats, samples))
+            one = min(one, _matmul_seconds(1, a, repeats))
     finally:
         torch.set_num_threads(saved)
-    known = [n for n in samples if n is not None]
-    busy_elsewhere = float(statistics.median(known)) if known else None
     speedup = one / two
-    free = None if busy_elsewhere is None else (os.cpu_count() or 1) - busy_elsewhere
-    threads = 2 if speedup >= 1.3 and (free is None or free > 1.5) else 1
-    return ThreadMeasurement(threads, busy_elsewhere, speedup)
+    return ThreadMeasurement(2 if speedup >= 1.3 else 1, busy_elsewhere, speedup, tuple(samples))
 
 
 def _log_choice(threads: int, reason: str, measured: ThreadMeasurement | None) -> None:
@@ -224,7 +255,8 @@ def _log_choice(threads: int, reason: str, measured: ThreadMeasurement | None) -
         return
     record = {"time": time.time(), "pid": os.getpid(), "threads": threads, "reason": reason,
               "busy_elsewhere": None if measured is None else measured.busy_elsewhere,
-              "speedup": None if measured is None else measured.speedup}
+              "speedup": None if measured is None else measured.speedup,
+              "samples": None if measured is None else [round(n, 3) for n in measured.samples]}
     try:
         with open(path, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
@@ -254,6 +286,7 @@ def choose_threads(max_threads: int = 2, announce: bool = True) -> int:
         value, reason = configure_threads(measured.threads), f"measured: {measured}"
     _log_choice(value, reason, measured)
     _watch.active, _watch.samples, _watch.last = measured is not None and value > 1, [], -math.inf
+    _watch.snapshot = _cpu_snapshot() if _watch.active else None  # the watch's first sample starts here
     if announce:
         print(f"using {value} CPU thread{'s' if value > 1 else ''} ({reason})")
     return value
@@ -265,9 +298,10 @@ def watch_threads(now: float | None = None) -> int:
     The course's training loop (:func:`course_lib.training.engine.train`) calls this after every step. It does
     nothing unless :func:`choose_threads` measured and chose two threads (never against ``COURSE_THREADS``
     or a count set with :func:`configure_threads`). Then, at most every :data:`WATCH_EVERY` seconds, it
-    samples how many threads of other processes are running (as :func:`measure_threads` does), and when the
-    median of the last :data:`WATCH_SAMPLES` samples leaves at most 1.5 CPUs free (the probe's own rule) it
-    switches to one thread for the rest of the run and says so in one line. Why: the probe sees the load
+    samples how many CPUs other work used since the previous sample (as :func:`measure_threads` does: the
+    machine's idle time less this process's CPU time, :func:`_busy_elsewhere`), and when the median of the
+    last :data:`WATCH_SAMPLES` samples leaves at most 1.5 CPUs free (the probe's own rule) it switches to
+    one thread for the rest of the run and says so in one line. Why: the probe sees the load
     of one instant; work that starts after it (another program, a video call) made two threads 2.5x slower
     than one for notebook 11's pre-training (222 processor seconds for 600 steps against 56-62 with one
     thread, measured beside other work). A sample costs a read of ``/proc``; on an idle machine the watch
@@ -282,11 +316,15 @@ def watch_threads(now: float | None = None) -> int:
     if now - _watch.last < WATCH_EVERY:
         return torch.get_num_threads()
     _watch.last = now
-    busy = _runnable_elsewhere()
-    if busy is None:  # no /proc/loadavg: nothing to watch
+    snapshot = _cpu_snapshot()
+    previous, _watch.snapshot = _watch.snapshot, snapshot
+    if snapshot.idle is None:  # no /proc/stat: nothing to watch
         _watch.active = False
         return torch.get_num_threads()
-    _watch.samples = [*_watch.samples, float(busy)][-WATCH_SAMPLES:]
+    busy = None if previous is None else _busy_elsewhere(previous, snapshot)
+    if busy is None:  # no interval yet (a snapshot without /proc/stat): this sample starts the first one
+        return torch.get_num_threads()
+    _watch.samples = [*_watch.samples, busy][-WATCH_SAMPLES:]
     if len(_watch.samples) < WATCH_SAMPLES:
         return torch.get_num_threads()
     elsewhere = float(statistics.median(_watch.samples))

@@ -45,8 +45,11 @@ def _grade(name: str, impl, baseline: frozenset[int] | None = None) -> tuple:
     ``baseline``: the threads that play the runner's own (default: those alive now, as other tests left them)."""
     spec = _spec(name)
     exercise = spec.exercise
+    from course_lib.exercises.passes import access_check_name
+
     job = {"grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
-           "watch": list(exercise.forbidden_calls), "seed": exercise.seed}
+           "watch": list(exercise.forbidden_calls), "seed": exercise.seed,
+           "access": access_check_name(exercise.access_check)}
     header, arrays = observe_cases(job, impl, spec.described, spec.arrays,
                                    thread_idents() if baseline is None else baseline)
     return judge(spec, header, npz_bytes(arrays), 1024)

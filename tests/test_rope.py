@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -179,3 +181,48 @@ def test_seq_dim_takes_metas_batch_seq_heads_layout(batch_positions: bool) -> No
     torch.testing.assert_close(apply_rope(x, positions, layout="interleaved", seq_dim=1), expected, rtol=0, atol=0)
     with pytest.raises(ValueError, match="seq_dim must index an axis of x other than the last"):
         apply_rope(x, positions, seq_dim=-1)
+
+
+# seq_dim: rotating along another axis is rotating the tensor with that axis moved to -2, then moving it back.
+SEQ_DIM_CASES = [
+    ((2, 5, 3, 8), 1, "seq"),        # Meta's (batch, seq, heads, d_k)
+    ((2, 5, 3, 8), -3, "seq"),       # the same axis counted from the end
+    ((2, 5, 3, 8), 1, "batch"),      # ... with one row of positions per sequence of the batch
+    ((5, 3, 8), 0, "seq"),           # (seq, heads, d_k): positions on the first axis
+    ((2, 5, 2, 3, 8), 1, "batch"),   # (batch, seq, groups, heads, d_k): two axes between seq and d_k
+    ((2, 3, 5, 8), 2, "seq"),        # the default axis named by its positive index
+    ((2, 4, 4, 8), 1, "seq"),        # heads == seq: the shape cannot tell, seq_dim does
+]
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize(("shape", "seq_dim", "positions_kind"), SEQ_DIM_CASES)
+def test_seq_dim_equals_rotating_the_moved_axis(layout: str, shape: tuple[int, ...], seq_dim: int,
+                                                positions_kind: str) -> None:
+    torch.manual_seed(7)
+    x = torch.randn(shape)
+    seq = shape[seq_dim]
+    positions = torch.arange(3, 3 + seq) if positions_kind == "seq" else \
+        torch.stack([torch.arange(seq) + 10 * b for b in range(shape[0])])      # (batch, seq), rows differ
+    expected = apply_rope(x.movedim(seq_dim, -2), positions, layout=layout).movedim(-2, seq_dim)
+    got = apply_rope(x, positions, layout=layout, seq_dim=seq_dim)
+    assert got.shape == x.shape
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    if seq_dim % x.dim() != x.dim() - 2 and x.shape[-2] == seq:  # heads == seq: the default axis is wrong here
+        assert not torch.allclose(got, apply_rope(x, positions, layout=layout), atol=1e-3)
+
+
+@pytest.mark.parametrize("bad", [-1, 3, 4, -5, 1.0, True, "1", None])
+def test_bad_seq_dim_values_name_the_argument(bad) -> None:
+    x = torch.randn(2, 5, 3, 8)   # (batch, seq, heads, d_k): axes 0..2 may hold positions, 3 (-1) is d_k
+    with pytest.raises(ValueError, match=rf"apply_rope: seq_dim must index an axis of x other than the last "
+                                         rf"\(d_k\), got {re.escape(repr(bad))} for x of shape \(2, 5, 3, 8\)"):
+        apply_rope(x, torch.arange(5), seq_dim=bad)
+
+
+def test_seq_dim_that_does_not_fit_the_positions_is_named() -> None:
+    x = torch.randn(2, 5, 3, 8)
+    with pytest.raises(ValueError, match=r"x has seq=3 \(axis 2 of shape \(2, 5, 3, 8\)\), positions has shape \(5,\)"):
+        apply_rope(x, torch.arange(5), seq_dim=2)                       # axis 2 has 3 rows, not 5
+    with pytest.raises(ValueError, match=r"batch on axis 0 and seq on another axis, got \(5, 5, 3, 8\) \(seq_dim=0\)"):
+        apply_rope(torch.randn(5, 5, 3, 8), torch.zeros(5, 5, dtype=torch.long), seq_dim=0)  # seq on the batch axis

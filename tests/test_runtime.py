@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 import torch
 
@@ -47,76 +50,163 @@ def test_a_notebook_may_ask_for_more_threads_and_the_environment_still_wins(monk
         configure_threads(default=0)
 
 
-def _fake_probe(monkeypatch, one_s: float, two_s: float, others: int | None | list[int]) -> None:
-    """Make measure_threads see a matmul of one_s seconds with one thread and two_s with two, and ``others``
-    threads of other programs running (None: no /proc/loadavg; a list: one sample after another)."""
+def _trace(others: list[float], every: float, own: list[float] | None = None, cpus: int = 2,
+           tick: float = 0.01) -> list:
+    """CPU clocks as ``/proc/stat`` and ``time.process_time()`` give them, one snapshot before and one after each
+    interval: ``others[i]`` CPUs busy with other work and ``own[i]`` with this process during interval i of
+    ``every`` seconds. The idle time is rounded down to ``tick`` seconds, as the kernel prints it."""
+    from course_lib.runtime import _CpuSnapshot
+
+    own = own or [0.0] * len(others)
+    idle = own_total = 0.0
+    snapshots = [_CpuSnapshot(1000.0, 500.0, 7.0, cpus)]
+    for i, (busy, mine) in enumerate(zip(others, own, strict=True)):
+        idle += (cpus - busy - mine) * every
+        own_total += mine * every
+        snapshots.append(_CpuSnapshot(1000.0 + (i + 1) * every, 500.0 + math.floor(idle / tick + 1e-9) * tick,
+                                      7.0 + own_total, cpus))
+    return snapshots
+
+
+def _fake_probe(monkeypatch, one_s: float, two_s: float, others: list[float] | None,
+                own: list[float] | None = None) -> list[int]:
+    """Make measure_threads see a matmul of one_s seconds with one thread and two_s with two, and the CPU clocks
+    of ``_trace(others, PROBE_EVERY, own)`` (None: no /proc/stat). Returns the thread counts timed, in order."""
     from course_lib import runtime
 
-    sequence = iter(others if isinstance(others, list) else [])
+    timed = []
 
-    def matmul_seconds(threads, a, repeats, samples, give_up=0):
-        samples.extend(runtime._runnable_elsewhere() for _ in range(repeats))
+    def matmul_seconds(threads, a, repeats, give_up=0):
+        timed.append(threads)
         return one_s if threads == 1 else two_s
 
+    from course_lib.runtime import _CpuSnapshot
+
+    snapshots = iter(_trace(others, runtime.PROBE_EVERY, own) if others is not None else [])
     monkeypatch.setattr(runtime, "_matmul_seconds", matmul_seconds)
-    monkeypatch.setattr(runtime, "_runnable_elsewhere",
-                        (lambda: next(sequence, 0)) if isinstance(others, list) else (lambda: others))
+    monkeypatch.setattr(runtime, "_cpu_snapshot", lambda: next(snapshots, _CpuSnapshot(0.0, None, 0.0, 2)))
+    monkeypatch.setattr(runtime.time, "sleep", lambda seconds: None)
     monkeypatch.setattr(runtime.os, "cpu_count", lambda: 2)
+    return timed
+
+
+IDLE = [0.0] * 5
 
 
 @pytest.mark.parametrize(("one_s", "two_s", "others", "expected"), [
-    (2e-3, 1.1e-3, 0, 2),     # idle: two threads 1.8x faster
-    (2e-3, 1.1e-3, None, 2),  # idle, no /proc/loadavg: the matmul decides
-    (2e-3, 1.8e-3, 0, 1),     # a second thread hardly helps (1.1x)
-    (2e-3, 40e-3, 0, 1),      # a core taken: two threads 20x slower
-    (2e-3, 1.1e-3, 1, 1),     # a fast matmul, but another program keeps a core busy
-    (2e-3, 1.1e-3, 2, 1),     # both CPUs taken by other programs: decided without timing
+    (2e-3, 1.1e-3, IDLE, 2),                       # idle: two threads 1.8x faster
+    (2e-3, 1.1e-3, None, 2),                       # idle, no /proc/stat: the matmul decides
+    (2e-3, 1.8e-3, IDLE, 1),                       # a second thread hardly helps (1.1x)
+    (2e-3, 40e-3, IDLE, 1),                        # a core taken where the load does not show: 20x slower
+    (2e-3, 1.1e-3, [1.0] * 5, 1),                  # a core kept busy by another program: not even timed
+    (2e-3, 1.1e-3, [2.0] * 5, 1),                  # both cores busy
 ])
 def test_measure_threads_picks_two_only_when_a_second_core_is_free(monkeypatch, restore_threads, one_s,
-                                                                  two_s, others, expected) -> None:
+                                                                   two_s, others, expected) -> None:
     from course_lib.runtime import measure_threads
 
-    _fake_probe(monkeypatch, one_s, two_s, others)
+    timed = _fake_probe(monkeypatch, one_s, two_s, others)
     torch.set_num_threads(1)
     measured = measure_threads()
     assert measured.threads == expected and torch.get_num_threads() == 1  # the probe restores the count
-    if others is not None and others >= 2:
-        assert measured.speedup is None
-        assert str(measured) == "2.0 CPUs busy with other work: no CPU free for a second thread"
+    if others is not None and others[0] >= 1:
+        assert timed == [] and measured.speedup is None and measured.busy_elsewhere == pytest.approx(others[0])
+        assert str(measured) == f"{others[0]:.1f} CPUs busy with other work: no CPU free for a second thread"
     else:
-        assert measured.speedup == pytest.approx(one_s / two_s) and "2 threads" in str(measured)
-        assert (others is None) != ("busy with other work" in str(measured))
+        assert timed[:2] == [1, 2] and measured.speedup == pytest.approx(one_s / two_s)
+        assert "2 threads" in str(measured) and (others is None) != ("busy with other work" in str(measured))
 
 
-@pytest.mark.parametrize(("samples", "expected"), [
-    ([0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 2),  # a shell command ran for an instant: the median says idle
-    ([0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1], 1),  # another program keeps a core busy in every sample
+# Readings of the CPUs busy with other work, PROBE_SAMPLES of PROBE_EVERY (50 ms) each, as the probe takes them.
+# Idle traces are built from what runs on the idle machine: kdamond (this host's DAMON kernel thread) ran
+# 16 slices of 2.8 ms in 5 s (/proc/77/schedstat), the notebook server answers a cell in a burst.
+KDAMOND = 2.8e-3 / 0.05                              # one slice of kdamond in a 50-ms reading: 0.06 CPUs
+@pytest.mark.parametrize(("others", "expected"), [
+    ([0.0, KDAMOND, 0.0, 0.0, KDAMOND], 2),          # kdamond's slices count as the CPU they use, not a CPU
+    ([2.0, 1.0, 0.0, KDAMOND, 0.0], 2),              # server and browser busy as the cell starts: a burst
+    ([0.19, 0.19, 0.19, 0.19, 0.19], 2),             # idle work a printed tick shows in every reading
+    ([0.0, 0.0, 1.0, 1.0, 1.0], 1),                  # a program started during the probe and kept a core
+    ([1.0, 1.0, 1.0, 0.9, 1.0], 1),                  # `python -c "while True: pass"`: a core in every reading
+    ([0.6, 0.6, 0.6, 0.6, 0.6], 1),                  # a program using 60 % of a core throughout
 ])
-def test_the_load_is_judged_by_the_median_sample(monkeypatch, restore_threads, samples, expected) -> None:
+def test_the_load_is_judged_by_the_median_reading(monkeypatch, restore_threads, others, expected) -> None:
     from course_lib.runtime import measure_threads
 
-    _fake_probe(monkeypatch, 2e-3, 1.1e-3, samples)
-    assert measure_threads().threads == expected
+    _fake_probe(monkeypatch, 2e-3, 1.1e-3, others)
+    measured = measure_threads()
+    assert measured.threads == expected
+    assert len(measured.samples) == 5 and measured.busy_elsewhere == pytest.approx(sorted(others)[2], abs=0.21)
 
 
-def test_this_process_own_threads_are_not_other_work(monkeypatch) -> None:
-    """PyTorch's worker threads spin for a while after an operation: they are this process's, not others'
-    (on an idle machine the probe counted them as a busy core and chose one thread)."""
+# Real clocks (wall, idle seconds, own CPU seconds, CPUs) read by _cpu_snapshot every 50 ms on this course's
+# 2-CPU build machine while other work kept both CPUs busy (load average 5.6): never an idle tick.
+RECORDED_BUSY = [(12292.0314, 6079.53, 1.4099, 2), (12292.0817, 6079.53, 1.4102, 2), (12292.1321, 6079.53, 1.4104, 2),
+                 (12292.1824, 6079.53, 1.4106, 2), (12292.2353, 6079.53, 1.4109, 2), (12292.2856, 6079.53, 1.4111, 2)]
+
+
+def test_a_recorded_busy_machine_gives_one_thread_without_timing(monkeypatch, restore_threads) -> None:
+    from course_lib import runtime
+
+    timed = _fake_probe(monkeypatch, 2e-3, 1.1e-3, IDLE)
+    recorded = iter(runtime._CpuSnapshot(*clocks) for clocks in RECORDED_BUSY)
+    monkeypatch.setattr(runtime, "_cpu_snapshot", lambda: next(recorded))
+    measured = runtime.measure_threads()
+    assert measured.threads == 1 and timed == [] and measured.busy_elsewhere == pytest.approx(2.0, abs=0.01)
+
+
+def test_this_process_own_cpu_time_is_not_other_work(monkeypatch, restore_threads) -> None:
+    """PyTorch's worker threads spin for a while after an operation, a notebook's own threads (the kernel's
+    I/O threads) wake: all this process's, counted by time.process_time() and taken off the machine's busy time
+    (the earlier probe counted this process's sleeping-but-queued threads as another program's)."""
+    from course_lib.runtime import measure_threads
+
+    _fake_probe(monkeypatch, 2e-3, 1.1e-3, [0.0] * 5, own=[1.0, 1.0, 0.5, 1.0, 1.0])
+    measured = measure_threads()
+    assert measured.threads == 2 and measured.busy_elsewhere == pytest.approx(0.0, abs=0.21)
+    _fake_probe(monkeypatch, 2e-3, 1.1e-3, [1.0] * 5, own=[1.0] * 5)    # both CPUs busy, one with others' work
+    assert measure_threads().threads == 1
+
+
+def test_busy_elsewhere_from_two_snapshots() -> None:
+    from course_lib.runtime import _busy_elsewhere, _CpuSnapshot
+
+    start = _CpuSnapshot(10.0, 100.0, 3.0, 2)
+    assert _busy_elsewhere(start, _CpuSnapshot(11.0, 101.0, 3.0, 2)) == pytest.approx(1.0)  # one CPU idle
+    assert _busy_elsewhere(start, _CpuSnapshot(11.0, 101.0, 4.0, 2)) == pytest.approx(0.0)  # ... the other ours
+    assert _busy_elsewhere(start, _CpuSnapshot(11.0, 102.0, 3.2, 2)) == 0.0                 # never below 0
+    assert _busy_elsewhere(start, _CpuSnapshot(11.0, None, 3.0, 2)) is None                 # no /proc/stat
+    assert _busy_elsewhere(start, start) is None                                            # no time between
+
+
+def test_cpu_snapshot_reads_the_idle_and_iowait_columns(monkeypatch) -> None:
     import io
 
     from course_lib import runtime
 
-    monkeypatch.setattr(runtime, "open", lambda path: io.StringIO("0.50 0.40 0.30 3/120 4242\n"), raising=False)
-    monkeypatch.setattr(runtime, "_runnable_here", lambda: 3)  # the calling thread and two spinning workers
-    assert runtime._runnable_elsewhere() == 0
-    monkeypatch.setattr(runtime, "_runnable_here", lambda: 1)
-    assert runtime._runnable_elsewhere() == 2
+    stat = ("cpu  1617765 250 153601 587799 5866 0 1932 1510 0 0\n"
+            "cpu0 808000 100 76000 293000 2900 0 900 700 0 0\ncpu1 809765 150 77601 294799 2966 0 1032 810 0 0\n"
+            "intr 123\nctxt 456\n")
+    monkeypatch.setattr(runtime, "open", lambda path: io.StringIO(stat), raising=False)
+    monkeypatch.setattr(runtime.os, "sysconf", lambda name: 100)
+    snapshot = runtime._cpu_snapshot()
+    assert snapshot.idle == pytest.approx((587799 + 5866) / 100) and snapshot.cpus == 2
+
+    def missing(path):
+        raise FileNotFoundError(path)
+
+    monkeypatch.setattr(runtime, "open", missing, raising=False)
+    assert runtime._cpu_snapshot().idle is None
 
 
-def test_runnable_here_counts_at_least_the_calling_thread() -> None:
-    from course_lib.runtime import _runnable_here
+def test_the_real_snapshot_is_consistent() -> None:
+    """On Linux two real snapshots give a figure between 0 and the number of CPUs."""
+    from course_lib.runtime import _busy_elsewhere, _cpu_snapshot
 
-    assert _runnable_here() >= 1
+    start = _cpu_snapshot()
+    sum(i * i for i in range(200_000))
+    end = _cpu_snapshot()
+    busy = _busy_elsewhere(start, end)
+    assert end.own > start.own and (busy is None or 0.0 <= busy <= end.cpus + 0.5)
 
 
 def test_choose_threads_sets_and_announces_the_measured_count_and_the_environment_wins(
@@ -125,11 +215,11 @@ def test_choose_threads_sets_and_announces_the_measured_count_and_the_environmen
 
     monkeypatch.delenv("COURSE_THREADS", raising=False)
     monkeypatch.delenv("COURSE_DEVICE", raising=False)
-    _fake_probe(monkeypatch, 2e-3, 1e-3, 0)
+    _fake_probe(monkeypatch, 2e-3, 1e-3, IDLE)
     assert choose_threads() == 2 == torch.get_num_threads()
     assert capsys.readouterr().out.startswith("using 2 CPU threads (measured: 0.0 CPUs busy with other work, "
                                               "2 threads 2.00x as fast as 1")
-    _fake_probe(monkeypatch, 2e-3, 30e-3, 0)
+    _fake_probe(monkeypatch, 2e-3, 30e-3, IDLE)
     assert get_device("cpu", threads="measure").type == "cpu" and torch.get_num_threads() == 1
     assert capsys.readouterr().out.startswith("using 1 CPU thread (measured:")
     monkeypatch.setenv("COURSE_THREADS", "2")
@@ -157,35 +247,40 @@ def test_every_thread_decision_is_logged_when_asked(monkeypatch, restore_threads
     log = tmp_path / "threads.jsonl"
     monkeypatch.delenv("COURSE_THREADS", raising=False)
     monkeypatch.delenv("COURSE_THREADS_LOG", raising=False)
-    _fake_probe(monkeypatch, 2e-3, 1e-3, 0)
+    _fake_probe(monkeypatch, 2e-3, 1e-3, IDLE)
     assert choose_threads(announce=False) == 2 and not log.exists()
     monkeypatch.setenv("COURSE_THREADS_LOG", str(log))
+    _fake_probe(monkeypatch, 2e-3, 1e-3, IDLE)
     assert choose_threads(announce=False) == 2
-    _fake_probe(monkeypatch, 2e-3, 1.1e-3, 1)            # a core busy with other work
+    _fake_probe(monkeypatch, 2e-3, 1.1e-3, [1.0] * 5)    # a core busy with other work
     assert choose_threads(announce=False) == 1
     monkeypatch.setenv("COURSE_THREADS", "2")
     assert choose_threads(announce=False) == 2
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["threads"] for r in records] == [2, 1, 2]
-    assert records[0]["busy_elsewhere"] == 0.0 and records[0]["speedup"] == pytest.approx(2.0)
-    assert records[1]["busy_elsewhere"] == 1.0 and records[1]["reason"].startswith("measured: 1.0 CPUs busy")
+    assert records[0]["busy_elsewhere"] == pytest.approx(0.0) and records[0]["speedup"] == pytest.approx(2.0)
+    assert records[1]["busy_elsewhere"] == pytest.approx(1.0) and records[1]["reason"].startswith("measured: 1.0 CPUs")
+    assert records[1]["samples"] == pytest.approx([1.0] * 5) and records[1]["speedup"] is None  # not timed
     assert records[2] == {**records[2], "reason": "COURSE_THREADS=2", "busy_elsewhere": None, "speedup": None}
     monkeypatch.setenv("COURSE_THREADS_LOG", str(tmp_path / "no_such_folder" / "log"))
     assert choose_threads(announce=False) == 2                # an unwritable log never stops a lesson
     assert capsys.readouterr().out == ""
 
 
-def _armed_watch(monkeypatch, others: list[int]) -> None:
-    """choose_threads measured two threads (a fake probe on an idle machine); afterwards the load samples
-    the watch reads are ``others``, one after another (0 when they run out)."""
+def _armed_watch(monkeypatch, others: list[float]) -> None:
+    """choose_threads measured two threads (a fake probe on an idle machine); afterwards the CPU clocks the watch
+    reads show ``others`` CPUs busy with other work in each WATCH_EVERY interval, one after another (idle when
+    they run out)."""
     from course_lib import runtime
 
     monkeypatch.delenv("COURSE_THREADS", raising=False)
     monkeypatch.delenv("COURSE_THREADS_LOG", raising=False)
-    _fake_probe(monkeypatch, 2e-3, 1e-3, 0)
+    _fake_probe(monkeypatch, 2e-3, 1e-3, IDLE)
+    # the probe's clocks, then the watch's: training on two threads uses 1.5 CPUs of this process
+    snapshots = itertools.chain(_trace(IDLE, runtime.PROBE_EVERY),
+                                _trace([*others, *[0.0] * 100], runtime.WATCH_EVERY, own=[1.5] * (len(others) + 100)))
+    monkeypatch.setattr(runtime, "_cpu_snapshot", lambda: next(snapshots))
     assert runtime.choose_threads(announce=False) == 2
-    later = iter(others)
-    monkeypatch.setattr(runtime, "_runnable_elsewhere", lambda: next(later, 0))
 
 
 @pytest.mark.parametrize(("others", "expected"), [
@@ -213,8 +308,8 @@ def test_watch_threads_samples_at_most_every_watch_every_seconds(monkeypatch, re
 
     _armed_watch(monkeypatch, [1] * 20)
     calls = []
-    busy = runtime._runnable_elsewhere
-    monkeypatch.setattr(runtime, "_runnable_elsewhere", lambda: calls.append(1) or busy())
+    read = runtime._cpu_snapshot
+    monkeypatch.setattr(runtime, "_cpu_snapshot", lambda: calls.append(1) or read())
     for i in range(40):  # 40 steps of a quarter of WATCH_EVERY: 10 samples at most
         runtime.watch_threads(now=2000.0 + i * runtime.WATCH_EVERY / 4)
     assert len(calls) == runtime.WATCH_SAMPLES and torch.get_num_threads() == 1
@@ -246,22 +341,3 @@ def test_the_training_loop_watches_the_threads(monkeypatch, restore_threads) -> 
     history = train(model, batches, 6, torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=nn.functional.cross_entropy,
                     step_fn=classification_step, progress=False)
     assert history.steps == 6 and torch.get_num_threads() == 1
-
-
-def test_own_threads_are_counted_before_and_after_the_load_is_read(monkeypatch) -> None:
-    """A worker thread that stops spinning while /proc/loadavg is read was in the load: the larger of this
-    process's two counts is taken off, so an idle machine never looks busy to the probe or the watch."""
-    import io
-
-    from course_lib import runtime
-
-    read = []
-
-    def fake_open(path):
-        read.append(path)
-        return io.StringIO("0.50 0.40 0.30 3/120 4242\n")  # 3 running: this process's three threads
-
-    monkeypatch.setattr(runtime, "open", fake_open, raising=False)
-    # before the read: the calling thread and two spinning workers; after it: the workers went to sleep
-    monkeypatch.setattr(runtime, "_runnable_here", lambda: 1 if read else 3)
-    assert runtime._runnable_elsewhere() == 0

@@ -32,6 +32,7 @@ from course_lib.checks.nb01_attention import ATTENTION_KERNELS
 from course_lib.checks.nb05_encoder import random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden, with_inputs
+from course_lib.exercises.passes import case_row_reads
 from course_lib.models.flash_attention import online_softmax
 from course_lib.models.gqa import repeat_kv
 from course_lib.models.llama import RMSNorm, SwiGLU
@@ -762,10 +763,15 @@ def _online_by_logaddexp(x, dim=-1, tile_size=32):
 
 
 def _online_by_merging_tiles(x, dim=-1, tile_size=32):
-    """Every tile's own (maximum, sum) first, then merged (the split-K reduction of FlashDecoding)."""
+    """Every tile's own (maximum, sum), in one pass over the tiles, then merged (the split-K reduction of
+    FlashDecoding). Each tile is read once: its maximum and its sum in the same step."""
     rows, tiles = _tiles(x, dim, tile_size)
-    maxima = torch.cat([t.amax(-1, keepdim=True) for t in tiles], dim=-1)  # (..., tiles)
-    sums = torch.cat([torch.exp(t - t.amax(-1, keepdim=True)).sum(-1, keepdim=True) for t in tiles], dim=-1)
+    stats = []
+    for t in tiles:
+        top = t.amax(-1, keepdim=True)  # (..., 1): this tile's maximum
+        stats.append((top, torch.exp(t - top).sum(-1, keepdim=True)))
+    maxima = torch.cat([top for top, _ in stats], dim=-1)  # (..., tiles)
+    sums = torch.cat([total for _, total in stats], dim=-1)  # (..., tiles)
     m = maxima.amax(-1, keepdim=True)
     total = (sums * torch.exp(maxima - m)).sum(-1, keepdim=True)
     return (torch.exp(rows - m) / total).movedim(-1, dim)
@@ -781,6 +787,28 @@ def _online_one_entry_at_a_time(x, dim=-1, tile_size=32):
         total = total * torch.exp(m - new) + torch.exp(rows[..., j] - new)
         m = new
     return (torch.exp(rows - m[..., None]) / total[..., None]).to(x.dtype).movedim(-1, dim)
+
+
+def _two_pass_softmax(x, dim=-1, tile_size=32):
+    """Notebook 00's stable softmax: the whole row's maximum first, then the sum: right numbers, no tiles."""
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def _two_pass_over_tiles(x, dim=-1, tile_size=32):
+    """Tiles, but two passes over them: the running maximum in the first, the sum against it in the second."""
+    rows, tiles = _tiles(x, dim, tile_size)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    for tile in tiles:
+        m = torch.maximum(m, tile.amax(-1, keepdim=True))
+    total = torch.zeros_like(m)
+    for tile in tiles:  # the row read again, now that the maximum is known
+        total = total + torch.exp(tile - m).sum(-1, keepdim=True)
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _pytorchs_softmax(x, dim=-1, tile_size=32):
+    return torch.softmax(x, -1)  # the whole exercise in one call (and always on the last axis)
 
 
 def _softmax_by_pytorchs_attention(x, dim=-1, tile_size=32):
@@ -811,7 +839,22 @@ ONLINE_SOFTMAX = register(Exercise(
     reference=online_softmax,
     summary="softmax whose normaliser is found in one pass over tiles: a running maximum and a rescaled running sum",
     **public_and_hidden(_online_cases),
+    access_check=case_row_reads,  # its outputs equal a two-pass softmax's: how it reads x tells them apart
     mistakes=[
+        Mistake("the whole row at once (a two-pass softmax)", _two_pass_softmax,
+                "your numbers are right, but the maximum and the sum are taken over the whole row at once, as "
+                "notebook 00's stable softmax does. The exercise is the online softmax: read the row a tile of "
+                "tile_size entries at a time and keep a running maximum and a running sum, updated after each "
+                "tile, so that no step ever needs more than one tile.",
+                detail="loop over start in range(0, n, tile_size) with tile = rows[..., start:start + tile_size]; "
+                       "from each tile update m and l (m' = max(m, tile.amax(-1)), l' = l * exp(m - m') + "
+                       "exp(tile - m').sum(-1)); only after the loop return exp(rows - m) / l."),
+        Mistake("a maximum pass, then a sum pass", _two_pass_over_tiles,
+                "your numbers are right and you read the row in tiles, but twice: the maximum in a first pass, "
+                "the sum in a second. The online softmax finds both in the same pass: when a tile raises the "
+                "maximum, the sum so far is rescaled to the new maximum instead of being recomputed.",
+                detail="one loop: new = torch.maximum(m, tile.amax(-1, keepdim=True)); l = l * torch.exp(m - new) "
+                       "+ torch.exp(tile - new).sum(-1, keepdim=True); m = new."),
         Mistake("running sum not rescaled", _online_no_rescale,
                 "when a tile raises the running maximum from m to m', the sum so far was computed against "
                 "exp(-m): multiply it by exp(m - m') before adding the new tile's terms."),
@@ -841,6 +884,8 @@ ONLINE_SOFTMAX = register(Exercise(
                 "subtract the running maximum before exponentiating, as notebook 00's stable softmax does: "
                 "exp(1000) overflows to infinity."),
         Mistake("PyTorch's fused attention as a softmax", _softmax_by_pytorchs_attention, ONLINE_FORBIDDEN_HINT),
+        # after "dim ignored": on the dim=0 case both give the last axis's softmax, and that hint is the better one
+        Mistake("PyTorch's softmax", _pytorchs_softmax, ONLINE_FORBIDDEN_HINT),
     ],
     also_correct=[_online_by_logaddexp, _online_by_merging_tiles, _online_one_entry_at_a_time],
 ))

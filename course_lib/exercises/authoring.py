@@ -100,12 +100,15 @@ def run_smoke(nb: nbformat.NotebookNode, cwd: str | Path, allow_errors: bool = F
 
 
 def agrees(ex: Exercise, impl: Callable[..., Any], which: str, seed: int) -> bool:
-    """True when ``impl`` matches exercise ``ex``'s reference on every case of ``which`` (public or hidden)."""
+    """True when ``impl`` matches exercise ``ex``'s reference on every case of ``which`` (public or hidden), and
+    reads its input as the exercise asks where it has an ``access_check``."""
     for case in ex.cases(which, seed=seed):
         expected = to_plain(run_case(ex.reference, case, grad=ex.grad, seed=ex.seed))
         try:
             got = to_plain(run_case(impl, case, grad=ex.grad, differentiable=ex.differentiable,
                                     forbidden=ex.forbidden_calls, seed=ex.seed))
+            if ex.access_check is not None and ex.access_check(impl, case):
+                return False
         except Exception:  # noqa: BLE001 - an implementation that raises does not agree
             return False
         if output_problems(ex, case, expected, got):

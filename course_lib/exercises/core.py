@@ -148,6 +148,11 @@ class Exercise:
             untrusted output, so it must accept any plain value without raising.
         forbidden_hint: what the learner reads when the record shows a forbidden call or operation: what to
             build instead (default: the generic :data:`~course_lib.exercises.feedback.FORBIDDEN_CALL_HINT`).
+        access_check: for an exercise about *how* a result is computed, when the output cannot tell (an online
+            softmax equals a two-pass one): ``access_check(impl, case)`` calls the implementation once more on
+            the case under its own instrumentation and returns the problems found, each ``"kind: message"``
+            (:func:`course_lib.exercises.passes.row_reads`). A module-level function: the grader names it to
+            its sandbox, which runs it beside the observation (:func:`~course_lib.exercises.observation.observe`).
     """
 
     name: str
@@ -169,6 +174,7 @@ class Exercise:
     seed: int | None = None
     compare: Callable[[Case, Any, Any], list[str]] | None = None
     forbidden_hint: str = ""
+    access_check: Callable[[Callable[..., Any], Case], list[str]] | None = None
     declared_in: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:

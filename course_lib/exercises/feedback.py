@@ -106,6 +106,8 @@ KIND_HINTS = {
     "forbidden": FORBIDDEN_CALL_HINT,
     "record": "the check records which operations your code runs: an exercise's function must not switch that "
               "record off or hand its work to another thread or process.",
+    "access": "the numbers are right, but the exercise asks for them to be computed in a particular way, and the "
+              "check watches how your code reads its input: read the exercise's text again.",
 }
 
 
@@ -154,7 +156,8 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
         try:
             got = plain_observation(observe(impl, case, grad=exercise.grad, differentiable=exercise.differentiable,
                                             seed=exercise.seed, train_mode=exercise.train_mode,
-                                            watch=exercise.forbidden_calls, trace=True))
+                                            watch=exercise.forbidden_calls, trace=True,
+                                            access=exercise.access_check))
         except NotImplementedError:
             return CheckResult(name, NOT_IMPLEMENTED,
                                "replace `raise NotImplementedError()` with your code, then run this cell again.",
@@ -226,6 +229,8 @@ def find_mistake(exercise: Exercise, case: Case, got: dict[str, Any], kind: str)
     output (``kind`` "output"), the same gradients, or the same output in training mode."""
     if kind == "output":
         return _diagnose_mistake(exercise, case, got.get("output"))
+    if kind == "access":
+        return _access_mistake(exercise, case, got)
     aspect = _ASPECT.get(kind)
     if aspect is None:
         return None
@@ -238,6 +243,25 @@ def find_mistake(exercise: Exercise, case: Case, got: dict[str, Any], kind: str)
                                               train_mode=exercise.train_mode))
             if wrong.get(aspect) is not None and not compare_outputs(wrong[aspect], got.get(aspect), exercise.atol,
                                                                      exercise.rtol):
+                return mistake
+        except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
+            continue
+    return None
+
+
+def _access_kind(found: Any) -> str:
+    """The kind of the first problem an access check found ("" for none): the text before its colon."""
+    return str(found[0]).split(":", 1)[0] if isinstance(found, list) and found else ""
+
+
+def _access_mistake(exercise: Exercise, case: Case, got: dict[str, Any]) -> Mistake | None:
+    """The first known mistake whose right output comes from reading the input the same wrong way."""
+    kind = _access_kind(got.get("access"))
+    if not kind or exercise.access_check is None:
+        return None
+    for mistake in exercise.mistakes:
+        try:
+            if _access_kind(exercise.access_check(mistake.impl, case)) == kind:
                 return mistake
         except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
             continue

@@ -54,6 +54,7 @@ class Observation:
     train_output: Any = None  # a module in training mode, seeded (exercises with ``train_mode``)
     gradient_error: str = ""  # backpropagating failed: why
     trace: Trace | None = None
+    access: list[str] | None = None  # what the exercise's access_check found (None: not asked)
 
 
 def floating_tensors(value: Any) -> list[torch.Tensor]:
@@ -171,20 +172,29 @@ def _vjp(out: Any, sources: list[torch.Tensor], params: dict[str, torch.Tensor]
 
 def observe(impl: Callable[..., Any], case: Any, grad: bool = False, differentiable: bool = False,
             seed: int | None = None, train_mode: bool = False, watch: Sequence[str] = (),
-            trace: bool = False, ignore_threads: frozenset[int] = frozenset()) -> Observation:
+            trace: bool = False, ignore_threads: frozenset[int] = frozenset(),
+            access: Callable[[Callable[..., Any], Any], list[str]] | None = None) -> Observation:
     """Call ``impl`` on ``case`` and record what happened (see the module docstring); exceptions propagate.
 
     A class is constructed with ``case.init`` and given ``case.state``'s weights (by name: a module whose
     weights are named otherwise raises :class:`WeightsMismatchError` with the names), then put in eval
     mode. With ``trace`` the call runs under :func:`~course_lib.exercises.tracing.tracing` (``watch``:
     functions to spot; ``ignore_threads``: threads there before the learner's code, not counted).
-    With ``seed``, PyTorch's global generator is seeded for the call and restored after.
+    With ``seed``, PyTorch's global generator is seeded for the call and restored after. With ``access``
+    (an exercise's ``access_check``), the implementation is called once more, untraced, under that check's
+    instrumentation, and what it found is recorded (``access``).
     """
     with torch.random.fork_rng(devices=[]):
         if seed is not None:
             torch.manual_seed(seed)
-        return _observe(impl, case, grad or differentiable, differentiable, seed, train_mode, watch,
-                        trace, ignore_threads)
+        obs = _observe(impl, case, grad or differentiable, differentiable, seed, train_mode, watch,
+                       trace, ignore_threads)
+    if access is not None:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            if seed is not None:
+                torch.manual_seed(seed)
+            obs.access = [str(problem)[:300] for problem in access(impl, case)][:10]
+    return obs
 
 
 def _observe(impl: Callable[..., Any], case: Any, grad: bool, differentiable: bool, seed: int | None,
@@ -236,14 +246,15 @@ def plain_observation(obs: Observation) -> dict[str, Any]:
                 k: None if g is None else to_plain(g) for k, g in obs.param_grads.items()},
             "connected": [bool(c) for c in obs.connected], "aliases": [str(a) for a in obs.aliases],
             "train_output": to_plain(obs.train_output), "gradient_error": str(obs.gradient_error),
-            "trace": obs.trace.as_plain() if obs.trace is not None else None}
+            "trace": obs.trace.as_plain() if obs.trace is not None else None,
+            "access": None if obs.access is None else [str(p) for p in obs.access]}
 
 
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with an observation: its kind (``output``, ``modified``, ``gradient`` (none flows back),
-    ``gradient-values`` (they flow, wrong), ``alias``, ``train``, ``forbidden``, ``record``) and what to tell
-    the learner."""
+    ``gradient-values`` (they flow, wrong), ``alias``, ``train``, ``forbidden``, ``record``, ``access`` (read
+    its input otherwise than asked, see ``Exercise.access_check``) and what to tell the learner."""
 
     kind: str
     message: str
@@ -314,6 +325,12 @@ def observation_problems(exercise: Any, case: Any, expected: dict[str, Any], got
                                                               got.get("output"))]
     if problems:
         return problems
+    if getattr(exercise, "access_check", None) is not None:
+        access = got.get("access")
+        if not isinstance(access, list):
+            return [Problem("record", "no record of how your code read its input came back")]
+        if access:
+            return [Problem("access", str(access[0])[:300])]
     names = argument_names(exercise.reference, len(tuple(case.args))) + sorted(case.kwargs)
     after = _list(got.get("inputs_after"))
     changed = [names[i] if i < len(names) else f"argument {i + 1}" for i, before in enumerate(inputs_before)

@@ -194,6 +194,7 @@ def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inp
     ``ignore_threads``: the threads alive before any learner code ran (the runner's, none in the sandbox)."""
     from course_lib.exercises.core import Case
     from course_lib.exercises.observation import observe, plain_observation
+    from course_lib.exercises.passes import resolve_access_check
     from course_lib.grading.codec import decode_value, encode_value
 
     arrays: dict[str, Any] = {}
@@ -208,7 +209,8 @@ def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inp
             plain = plain_observation(observe(
                 impl, case, grad=bool(exercise["grad"]), differentiable=bool(exercise["differentiable"]),
                 seed=exercise.get("seed"), train_mode=bool(exercise.get("train_mode")),
-                watch=tuple(exercise.get("watch", ())), trace=True, ignore_threads=ignore_threads))
+                watch=tuple(exercise.get("watch", ())), trace=True, ignore_threads=ignore_threads,
+                access=resolve_access_check(exercise.get("access"))))
             entry["output"] = encode_value(plain.pop("output"), arrays, strict=False)
             entry["observed"] = encode_value(plain, arrays, strict=False, dicts=True)
             entry["status"] = "ok"

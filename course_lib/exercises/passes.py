@@ -1,0 +1,207 @@
+"""How an implementation reads a row: in tiles, once, before its output, or the whole row at once, or twice.
+
+An online softmax and a two-pass softmax return the same numbers, so no output can tell them apart; the way
+they read their input can. :func:`row_reads` calls an implementation once on an input wrapped in a tensor
+subclass (:class:`_Row`) that knows, for every element, its column along the reduced axis (``dim``), and
+records every *read*: an operation that computes with the input's elements (``amax``, ``-``, ``exp``...), as
+opposed to one that only moves them (slicing, ``movedim``, ``split``, ``cat``, a copy with ``.double()``).
+
+Consecutive reads of overlapping columns form one *visit* (a tile's maximum and its exponentials); a read of
+columns an earlier visit read is a *revisit*. Two rules, for a row longer than one tile:
+
+- ``whole row``: a first visit reads more than ``tile_size`` columns at once (``x.amax(dim)``, ``torch.softmax``):
+  the normaliser is not found tile by tile.
+- ``second pass``: what a revisit computed (``exp(x - m)`` once ``m`` is the whole row's maximum) is reduced
+  again (``.sum``, ``.amax``, a matmul: any operation with fewer elements out than in): the sum was found in a
+  second pass over the data. The output pass, ``exp(x - m) / l``, revisits every column but reduces nothing.
+
+A one-pass answer that walks the tiles backwards, computes each tile's maximum and sum and merges them, or
+takes one entry at a time passes; so does a row of one tile, where one pass and two are the same thing.
+What is not seen: work done outside PyTorch (``.tolist()``, NumPy) is invisible, and an answer that sums
+with a Python loop of additions over single entries of a second pass (no operation with fewer elements out)
+is not told apart. The rules judge the access pattern only; the output is judged by the check as ever.
+
+Example:
+    >>> def two_pass(x, dim=-1, tile_size=2):
+    ...     e = torch.exp(x - x.amax(dim, keepdim=True))
+    ...     return e / e.sum(dim, keepdim=True)
+    >>> row_reads(two_pass, torch.randn(2, 6), dim=-1, tile_size=2)
+    ['whole row: your code read 6 entries of a row at once (amax) before the normaliser was found: tiles of 2']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+__all__ = ["row_reads", "case_row_reads", "access_check_name", "resolve_access_check", "COPIES", "MOVES", "SHAPES"]
+
+#: Calls that copy their input element for element (a new tensor, the same columns): not reads.
+COPIES = frozenset({"clone", "contiguous", "to", "double", "float", "half", "bfloat16", "cpu", "detach", "type",
+                    "type_as", "requires_grad_", "detach_"})
+#: Calls that move elements without computing with them (results may be copies, not views): not reads.
+MOVES = frozenset({"__getitem__", "cat", "concat", "concatenate", "stack", "hstack", "vstack", "flip", "roll",
+                   "index_select", "gather", "take_along_dim", "narrow", "narrow_copy", "reshape", "view",
+                   "flatten", "unflatten", "movedim", "moveaxis", "permute", "transpose", "t", "swapaxes",
+                   "swapdims", "squeeze", "unsqueeze", "expand", "expand_as", "repeat", "split", "chunk",
+                   "tensor_split", "unbind", "select", "unfold", "view_as", "reshape_as", "broadcast_to", "T", "mT"})
+#: Calls that take only a shape, a dtype and a device from their input: not reads.
+SHAPES = frozenset({"full_like", "zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "new_full",
+                    "new_zeros", "new_ones", "new_empty", "new_tensor"})
+
+
+@dataclass
+class _Reads:
+    """What one call read: the current visit's columns, every earlier visit's, and the problems found."""
+
+    tile_size: int
+    columns: int  # the row's length
+    current: set[int] = field(default_factory=set)
+    visited: set[int] = field(default_factory=set)
+    problems: list[str] = field(default_factory=list)
+
+    def read(self, cols: set[int], name: str) -> bool:
+        """Record a read of ``cols``; True when it is a revisit (see the module docstring)."""
+        if not cols:
+            return False
+        if not cols & self.current:  # another tile: the current visit ends
+            self.visited |= self.current
+            self.current = set()
+        self.current |= cols
+        revisit = bool(cols & self.visited)
+        if not revisit and len(cols) > self.tile_size and self.columns > self.tile_size:
+            self._problem(f"whole row: your code read {len(cols)} entries of a row at once ({name}) before the "
+                          f"normaliser was found: tiles of {self.tile_size}")
+        return revisit
+
+    def _problem(self, message: str) -> None:
+        """Keep the first problem of each kind (the text before the colon)."""
+        if all(p.split(":", 1)[0] != message.split(":", 1)[0] for p in self.problems):
+            self.problems.append(message)
+
+
+class _Row(torch.Tensor):
+    """A tensor whose elements know their column (``_cols``, the same shape, -1 for none) or, once a revisit
+    computed with them, that they belong to a second pass (``_second``)."""
+
+    _cols: torch.Tensor | None
+    _second: bool
+    _reads: _Reads
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        with torch._C.DisableTorchFunctionSubclass():
+            out = func(*args, **kwargs)
+        leaves, _ = tree_flatten((args, kwargs))
+        ours = [t for t in leaves if isinstance(t, _Row)]
+        results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if not ours or not results:
+            return out  # .shape, .dim(), an operation on other tensors
+        reads = ours[0]._reads
+        name = getattr(func, "__name__", str(func))
+        second = any(t._second for t in ours)
+        if name in SHAPES:
+            return _plain(out)
+        if name in COPIES or name in MOVES:
+            if second:
+                return _wrap(out, reads, None, second=True)
+            return _wrap_moved(out, _replay(func, args, kwargs) if name in MOVES else _columns(args[0]), reads)
+        raw = {int(c) for t in ours if t._cols is not None for c in t._cols.unique().tolist() if c >= 0}
+        revisit = reads.read(raw, name)
+        if second and max(t.numel() for t in results) < max(t.numel() for t in ours if t._second):
+            reads._problem(f"second pass: your code reduced ({name}) values it computed in a second pass over "
+                           f"the row: the sum is found in the same pass as the maximum")
+        return _wrap(out, reads, None, second=True) if second or revisit else _plain(out)
+
+
+def _columns(value: Any) -> Any:
+    """The column map standing in for a tensor when a move is replayed on the columns (-1: no column)."""
+    if isinstance(value, _Row):
+        return value._cols if value._cols is not None else torch.full(value.shape, -1, dtype=torch.long)
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return torch.full(value.shape, -1, dtype=torch.long)
+    return value
+
+
+def _replay(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The same move applied to the column maps (None when the maps' layout refuses it: the result is then
+    not followed, which only loses sight of reads)."""
+    for prepare in (_columns, lambda v: c.contiguous() if isinstance(c := _columns(v), torch.Tensor) else c):
+        try:
+            return func(*tree_map(prepare, args), **tree_map(prepare, kwargs))
+        except (RuntimeError, TypeError, ValueError, IndexError):
+            continue
+    return None
+
+
+def _plain(out: Any) -> Any:
+    return tree_map(lambda t: t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) else t, out)
+
+
+def _wrap(out: Any, reads: _Reads, cols: torch.Tensor | None, second: bool) -> Any:
+    def one(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+            return t
+        row = t.as_subclass(_Row)
+        row._cols, row._second, row._reads = cols, second, reads
+        return row
+    return tree_map(one, out)
+
+
+def _wrap_moved(out: Any, cols: Any, reads: _Reads) -> Any:
+    """The results of a move, each with the columns the same move gives the column map."""
+    outs, spec = tree_flatten(out)
+    maps, _ = tree_flatten(cols)
+    if len(maps) != len(outs):
+        return _plain(out)
+    wrapped = [_wrap(o, reads, m if isinstance(m, torch.Tensor) and m.shape == getattr(o, "shape", None) else None,
+                     second=False) for o, m in zip(outs, maps, strict=True)]
+    return tree_unflatten(wrapped, spec)
+
+
+def row_reads(impl: Callable[..., Any], x: torch.Tensor, dim: int = -1, tile_size: int = 32,
+              **kwargs: Any) -> list[str]:
+    """Call ``impl(x, dim=dim, tile_size=tile_size, **kwargs)`` on a copy of ``x`` that records its reads; return
+    the problems found, each ``"kind: message"`` (``whole row``, ``second pass``; none for a one-pass answer).
+
+    Shapes: ``x`` any shape with ``dim`` an axis of it. Exceptions of ``impl`` propagate.
+    """
+    n = x.shape[dim]
+    shape = [1] * x.dim()
+    shape[dim] = n
+    cols = torch.arange(n).reshape(shape).expand(x.shape).contiguous()  # each element's column
+    reads = _Reads(tile_size=tile_size, columns=n)
+    row = _wrap(x.detach().clone(), reads, cols, second=False)
+    impl(row, dim=dim, tile_size=tile_size, **kwargs)
+    return list(reads.problems)
+
+
+def case_row_reads(impl: Callable[..., Any], case: Any) -> list[str]:
+    """:func:`row_reads` on an exercise case of a function ``f(x, dim=-1, tile_size=32)`` (notebook 13's
+    ``online_softmax``): ``x`` its first argument, ``dim`` and ``tile_size`` its keyword arguments. An
+    ``Exercise.access_check``; it lives here, not beside the exercise, because the grader's sandbox runs it and
+    the sandbox cannot see the checks (they hold the answers)."""
+    return row_reads(impl, case.args[0], dim=case.kwargs.get("dim", -1), tile_size=case.kwargs.get("tile_size", 32))
+
+
+def access_check_name(function: Callable[..., Any] | None) -> str | None:
+    """``module:qualname`` of an exercise's access check, as the grader names it to its sandbox (None: none)."""
+    if function is None:
+        return None
+    return f"{function.__module__}:{function.__qualname__}"
+
+
+def resolve_access_check(name: Any) -> Callable[..., Any] | None:
+    """The access check ``name`` (:func:`access_check_name`) names, imported only from ``course_lib.exercises``
+    (what the sandbox can see; anything else, or None, gives None)."""
+    if not isinstance(name, str) or ":" not in name or not name.startswith("course_lib.exercises."):
+        return None
+    import importlib
+
+    module, qualname = name.split(":", 1)
+    return getattr(importlib.import_module(module), qualname)

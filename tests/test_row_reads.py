@@ -1,0 +1,128 @@
+"""course_lib.exercises.passes: telling a one-pass online softmax from a two-pass or a whole-row one by how it
+reads its input (their outputs are equal), and the online_softmax check that uses it (issue 34)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import course_lib.checks  # noqa: F401 - registers the exercises
+from course_lib.exercises import get_exercise
+from course_lib.exercises.feedback import inputs_as_plain, run_check
+from course_lib.exercises.observation import observation_problems, observe, plain_observation
+from course_lib.exercises.passes import row_reads
+from course_lib.models.flash_attention import online_softmax
+
+
+def _backwards(x, dim=-1, tile_size=32):
+    """One pass, the tiles taken from the last to the first."""
+    rows = x.movedim(dim, -1)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    total = torch.zeros_like(m)
+    for start in reversed(range(0, rows.shape[-1], tile_size)):
+        tile = rows[..., start:start + tile_size]
+        new = torch.maximum(m, tile.amax(-1, keepdim=True))
+        total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
+        m = new
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _output_tile_by_tile(x, dim=-1, tile_size=32):
+    """One pass for the normaliser, and the output written tile by tile (the second visit reduces nothing)."""
+    rows = x.movedim(dim, -1)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    total = torch.zeros_like(m)
+    tiles = rows.split(tile_size, -1)
+    for tile in tiles:
+        new = torch.maximum(m, tile.amax(-1, keepdim=True))
+        total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
+        m = new
+    return torch.cat([torch.exp(tile - m) / total for tile in tiles], -1).movedim(-1, dim)
+
+
+def _tiled_max_then_whole_sum(x, dim=-1, tile_size=32):
+    """A held-out two-pass answer: the maximum tile by tile, then the sum over the whole row against it."""
+    rows = x.movedim(dim, -1)
+    m = torch.full_like(rows[..., :1], -math.inf)
+    for start in range(0, rows.shape[-1], tile_size):
+        m = torch.maximum(m, rows[..., start:start + tile_size].amax(-1, keepdim=True))
+    e = torch.exp(rows - m)
+    return (e / e.sum(-1, keepdim=True)).movedim(-1, dim)
+
+
+def _logsumexp_of_the_row(x, dim=-1, tile_size=32):
+    """A held-out whole-row answer: one logsumexp over the row."""
+    return torch.exp(x - torch.logsumexp(x, dim, keepdim=True))
+
+
+EXERCISE = get_exercise("online_softmax")
+MISTAKES = {m.name: m.impl for m in EXERCISE.mistakes}
+WHOLE_ROW = MISTAKES["the whole row at once (a two-pass softmax)"]
+TWO_PASSES = MISTAKES["a maximum pass, then a sum pass"]
+PYTORCH = MISTAKES["PyTorch's softmax"]
+ONE_PASS = [online_softmax, *EXERCISE.also_correct, _backwards, _output_tile_by_tile]
+ROWS = [(torch.randn(2, 3, 17), -1, 4), (torch.randn(12, 3), 0, 5), (torch.randn(2, 9), -1, 3)]
+
+
+@pytest.mark.parametrize("impl", ONE_PASS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize(("x", "dim", "tile_size"), ROWS)
+def test_one_pass_answers_read_each_tile_once(impl, x, dim, tile_size) -> None:
+    assert row_reads(impl, x, dim=dim, tile_size=tile_size) == []
+    torch.testing.assert_close(impl(x, dim=dim, tile_size=tile_size), torch.softmax(x, dim))
+
+
+@pytest.mark.parametrize(("impl", "kind"), [
+    (WHOLE_ROW, "whole row"),
+    (_logsumexp_of_the_row, "whole row"),
+    (PYTORCH, "whole row"),
+    (TWO_PASSES, "second pass"),
+    (_tiled_max_then_whole_sum, "second pass"),
+], ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize(("x", "dim", "tile_size"), ROWS[:2])
+def test_two_pass_and_whole_row_answers_are_told_apart(impl, kind, x, dim, tile_size) -> None:
+    found = row_reads(impl, x, dim=dim, tile_size=tile_size)
+    assert [p.split(":", 1)[0] for p in found][:1] == [kind], found
+    if impl is not PYTORCH:
+        torch.testing.assert_close(impl(x, dim=dim, tile_size=tile_size), torch.softmax(x, dim))  # right numbers
+
+
+def test_a_row_of_one_tile_may_be_read_twice() -> None:
+    """With tile_size >= the row, one pass and two are the same algorithm: nothing to say."""
+    assert row_reads(WHOLE_ROW, torch.randn(3, 5), tile_size=16) == []
+
+
+def test_the_observation_carries_the_reads_and_the_judge_uses_them() -> None:
+    exercise = get_exercise("online_softmax")
+    case = exercise.cases("public")[1]
+    got = plain_observation(observe(TWO_PASSES, case, trace=True, access=exercise.access_check))
+    assert got["access"][0].startswith("second pass:")
+    expected = plain_observation(observe(exercise.reference, case))
+    inputs = inputs_as_plain(case)
+    problems = observation_problems(exercise, case, expected, got, inputs, threads=False)
+    assert [p.kind for p in problems] == ["access"] and problems[0].message == got["access"][0]
+    got.pop("access")  # a sandbox that sent no record of the reads
+    assert [p.kind for p in observation_problems(exercise, case, expected, got, inputs, threads=False)] == ["record"]
+
+
+@pytest.mark.parametrize(("impl", "mistake"), [
+    (_tiled_max_then_whole_sum, "a maximum pass, then a sum pass"),
+    (_logsumexp_of_the_row, "the whole row at once (a two-pass softmax)"),
+])
+def test_held_out_two_pass_answers_get_the_hint_of_their_kind(impl, mistake) -> None:
+    exercise = get_exercise("online_softmax")
+    result = run_check("online_softmax", impl)
+    assert result.status == "failed"
+    assert result.hint == next(m.hint for m in exercise.mistakes if m.name == mistake)
+
+
+def test_the_grader_names_the_access_check_to_its_sandbox() -> None:
+    from course_lib.exercises.passes import access_check_name, resolve_access_check
+
+    check = EXERCISE.access_check
+    assert access_check_name(check) == "course_lib.exercises.passes:case_row_reads"  # a module the sandbox sees
+    assert resolve_access_check(access_check_name(check)) is check
+    assert resolve_access_check(None) is None and resolve_access_check("os:system") is None
+    assert access_check_name(None) is None
+    assert resolve_access_check("course_lib.checks.nb13_todays_models:online_softmax") is None  # answers: hidden
