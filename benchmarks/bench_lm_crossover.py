@@ -32,6 +32,9 @@ Usage::
     for seed in 0 1 2; do python benchmarks/bench_lm_crossover.py --seeds $seed --threads 1 \
         --out /tmp/lmx/seed$seed & done; wait                       # the runs (about 25 CPU-minutes each)
     flock /tmp/bench.lock python benchmarks/bench_lm_crossover.py --combine /tmp/lmx/seed*.json  # idle
+    # or calibrate in any idle moment, and combine later anywhere:
+    flock /tmp/bench.lock python benchmarks/bench_lm_crossover.py --calibrate-only --out /tmp/lmx/rates
+    python benchmarks/bench_lm_crossover.py --combine /tmp/lmx/seed*.json --rates /tmp/lmx/rates.rates.json
     python benchmarks/bench_lm_crossover.py --quick --out /tmp/lmx/quick   # a functional check: seconds
 
 Writes ``benchmarks/results/lm_crossover.json`` (read by notebook 10) and ``lm_crossover.md``.
@@ -207,12 +210,16 @@ def markdown(payload: dict) -> str:
     return "\n".join(lines)
 
 
-def calibrated(results: list[dict], texts: dict[str, TextCorpus], args: argparse.Namespace) -> None:
-    """Add each text's steps per second (2 threads, now) to its result."""
-    for result in results:
-        bpe, train_stream, _ = prepared(texts[result["text"]], args.valid_windows)
-        result["steps_per_second"] = step_rate(bpe.vocab_size, train_stream, args.calibrate)
-        print(f"{result['text']}: {result['steps_per_second']:.2f} steps/s", flush=True)
+def calibration(texts: dict[str, TextCorpus], args: argparse.Namespace) -> dict:
+    """Each text's steps per second (2 threads, now), with the machine and its load before."""
+    torch.set_num_threads(2)
+    busy, info = cpu_busy_share(), machine_info()
+    rates = {}
+    for name, corpus in texts.items():
+        bpe, train_stream, _ = prepared(corpus, args.valid_windows)
+        rates[name] = step_rate(bpe.vocab_size, train_stream, args.calibrate)
+        print(f"{name}: {rates[name]:.2f} steps/s", flush=True)
+    return {"machine": info, "busy_before": busy, "seconds": args.calibrate, "steps_per_second": rates}
 
 
 def main() -> int:
@@ -229,6 +236,10 @@ def main() -> int:
     parser.add_argument("--combine", type=Path, nargs="+", default=None,
                         help="merge these per-seed JSON files and calibrate the minutes (on an idle machine)")
     parser.add_argument("--calibrate", type=float, default=60.0, help="seconds of training per text to calibrate")
+    parser.add_argument("--calibrate-only", action="store_true",
+                        help="only measure the steps per second (idle machine) and write them to OUT.rates.json")
+    parser.add_argument("--rates", type=Path, default=None,
+                        help="with --combine: take the steps per second from this --calibrate-only file")
     parser.add_argument("--quick", action="store_true", help="a functional check: a slice of the text, few steps")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "lm_crossover")
     args = parser.parse_args()
@@ -237,20 +248,27 @@ def main() -> int:
         args.calibrate = min(args.calibrate, 5.0)
     texts = corpora(args.quick)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    if args.calibrate_only:
+        rates = calibration(texts, args)
+        args.out.with_suffix(".rates.json").write_text(json.dumps(rates, indent=1), encoding="utf-8")
+        return 0
     if args.combine is None:
         torch.set_num_threads(args.threads)
         results = [measure_text(name, corpus, args, steps, evaluations) for (name, corpus), steps, evaluations
                    in zip(texts.items(), args.steps, args.evaluations, strict=True)]
         part = {"results": results, "threads": args.threads, "command": sys.argv[1:], "machine": machine_info()}
-        args.out.with_suffix(".json").write_text(json.dumps(part, indent=1), encoding="utf-8")
+        part_path = args.out.with_suffix(".part.json" if args.quick else ".json")
+        part_path.write_text(json.dumps(part, indent=1), encoding="utf-8")
         if not args.quick:
             return 0
-        args.combine = [args.out.with_suffix(".json")]
+        args.combine = [part_path]  # --quick: combined and calibrated at once
     parts = [json.loads(path.read_text(encoding="utf-8")) for path in args.combine]
     results = combine(parts)
-    torch.set_num_threads(2)
-    busy, info = cpu_busy_share(), machine_info()
-    calibrated(results, texts, args)
+    measured = (json.loads(args.rates.read_text(encoding="utf-8")) if args.rates is not None
+                else calibration(texts, args))
+    for result in results:
+        result["steps_per_second"] = measured["steps_per_second"][result["text"]]
+    info, busy = measured["machine"], measured["busy_before"]
     rows = [row for result in results for row in summary_rows(result)]
     runs_note = "; ".join(f"{' '.join(part['command'])} ({part['threads']} thread(s), on "
                           f"{part['machine']['cpu']})" for part in parts)
