@@ -48,14 +48,21 @@ lab: $(STAMP) $(LAB_SETTINGS)
 
 # The 25 slowest tests close the report, so that CI's log shows where its time goes.
 PYTEST_ARGS ?= --durations=25
+# `make test` and `make test-all` run on WORKERS pytest-xdist workers (2: CI's machine has two cores; much of the
+# suite waits on kernels, subprocesses, sandboxes and Chromium rather than computing). Each file runs on one worker
+# (a notebook's cells share a kernel; a module fixture is built once), but for the sweeps of SPREAD_TESTS, spread
+# test by test (tests/scheduling.py); --no-loadscope-reorder
+# keeps the order conftest.py gives (notebooks first, the site after them). `make test WORKERS=0` runs serially.
+WORKERS ?= 2
+XDIST := $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # `make test` (CI) runs a share of the parameters of the long sweeps (every known mistake of every exercise, every
 # benchmark script, every solved notebook, every notebook in JupyterLab), drawn from a seed printed in the report;
 # this runs every parameter of them (tests/conftest.py, SAMPLED_TESTS; CONTRIBUTING.md, "Test tiers").
 test-all: $(STAMP)
-	COURSE_TEST_ALL=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	COURSE_TEST_ALL=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # Every module's unit tests in tests/, without the slow ones: executing notebooks (every notebook cell is slow,
 # so notebooks/ is not even collected), training models, building the API reference, running benchmark

@@ -92,6 +92,20 @@ SAMPLED_TESTS = {
 }
 
 
+# "file::test function": sweeps whose parameters are independent (no module fixture: conftest checks it), run one
+# by one on either xdist worker under `make test`; every other test runs on one worker with the rest of its file
+# (tests/scheduling.py). The long sweeps of a file would otherwise all land on one worker.
+SPREAD_TESTS = frozenset({
+    "tests/test_exercises.py::test_check_rejects_known_mistake",
+    "tests/test_exercises.py::test_check_accepts_correct_alternative",
+    "tests/test_exercises.py::test_reference_passes_hidden_cases",
+    "tests/test_assignment.py::test_checks_reject_every_mistake",
+    "tests/test_assignment.py::test_checks_accept_correct_alternatives",
+    "tests/test_benchmarks.py::test_every_benchmark_accepts_quick",
+    "tests/test_notebook_versions.py::test_solved_version_passes_every_check",
+})
+
+
 def run_everything() -> bool:
     """True under ``make test-all`` (``COURSE_TEST_ALL=1``): no sweep is sampled."""
     return os.environ.get("COURSE_TEST_ALL", "") == "1"
@@ -186,17 +200,75 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keys[item] = f"{file}::{getattr(item, 'originalname', item.name)}"
         if keys[item] in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
-    for name, listed in (("SLOW_TESTS", SLOW_TESTS), ("SAMPLED_TESTS", SAMPLED_TESTS)):
+    for name, listed in (("SLOW_TESTS", SLOW_TESTS), ("SAMPLED_TESTS", SAMPLED_TESTS), ("SPREAD_TESTS", SPREAD_TESTS)):
         stale = sorted(key for key in listed if key.split("::")[0] in modules
                        and not hasattr(modules[key.split("::")[0]], key.split("::")[1]))
         if stale:
             raise pytest.UsageError(f"conftest.py {name} names tests that do not exist any more: {stale}")
     _sample_sweeps(config, items, keys)
-    # The site test last: it builds from the notebooks nbval has executed in this session (site_cache.py).
-    items.sort(key=lambda item: item.path.name == "test_site.py")
+    spread = [key for item, key in keys.items() if key in SPREAD_TESTS and _shares_fixture(item)]
+    if spread:
+        raise pytest.UsageError(f"conftest.py SPREAD_TESTS names tests that share a module fixture (keep them with "
+                                f"their file): {sorted(set(spread))}")
+    items.sort(key=_run_order)
+
+
+def _shares_fixture(item: pytest.Item) -> bool:
+    """True when the test uses a fixture of module, class or package scope (built once for the tests that share
+    it: those tests must run on one xdist worker, or each worker would build it again)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:  # not a Python test function (a notebook's cell): it stays with its file anyway
+        return True
+    return any(fixture.scope in ("module", "class", "package")
+               for fixtures in info.name2fixturedefs.values() for fixture in fixtures)
+
+
+def _run_order(item: pytest.Item) -> int:
+    """The order the run takes (a stable sort keeps collection order within each rank), for xdist and serial runs:
+
+    0. the notebooks (nbval), the longest work: they start first, and the site is built from their executions;
+    1. the other grouped tests (a file sharing a fixture: the class edition, JupyterLab, the grader);
+    2. the site test (``tests/test_site.py``): it builds from the notebooks nbval executed in this session
+       (site_cache.py); under xdist it waits for those still running on the other worker;
+    3. every other test, one by one: while one worker builds and reads the site, the other takes these.
+    """
+    if item.path.suffix == ".ipynb":
+        return 0
+    if item.path.name == "test_site.py":
+        return 2
+    return 1 if _shares_fixture(item) else 3
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile`` (``make test``): the course's scheduling (tests/scheduling.py), a file per worker except
+    the sweeps of ``SPREAD_TESTS``, whose parameters go to either worker one by one."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from scheduling import CourseScheduling
+
+    return CourseScheduling(config, log, spread=SPREAD_TESTS)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker: hand the sampled sweeps' counts and notes to the controller, which prints the summary
+    (the workers collect and sample; the controller collects nothing)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["course_sampled"] = session.config.stash.get(SAMPLED_KEY, {})
+        output["course_sample_notes"] = list(SAMPLE_NOTES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """On the xdist controller: take a finished worker's counts (every worker drew the same sample) and notes."""
+    output = getattr(node, "workeroutput", None) or {}
+    if output.get("course_sampled"):
+        node.config.stash[SAMPLED_KEY] = output["course_sampled"]  # type: ignore[attr-defined]
+    SAMPLE_NOTES.extend(note for note in output.get("course_sample_notes", []) if note not in SAMPLE_NOTES)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # A plugin, not hooks of this conftest: a conftest's test hooks see only the items below its folder, and
     # this one must see nbval's cells in notebooks/.
-    config.pluginmanager.register(NbvalSiteCache(), "course-site-cache")
+    config.pluginmanager.register(NbvalSiteCache(config), "course-site-cache")

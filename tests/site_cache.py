@@ -12,6 +12,12 @@ not written; a notebook whose key changed since is not found there, and the site
 
 nbval keeps the outputs a cell sent (streams, displays, results, errors) but not the ``clear_output``
 messages; no course notebook clears its output, so the page is the one nbclient would write.
+
+Under pytest-xdist (``make test`` runs two workers) each notebook runs on one worker (``tests/conftest.py`` keeps
+a notebook's cells in one ``xdist_group``) and the site test on one of them, perhaps another. So the outcome of
+every notebook (written, or failed) is also left as an empty file in a folder all workers of the run share
+(beside their temporary folders), and :meth:`NbvalSiteCache.wait_for_notebooks` lets the site test wait for the
+notebooks another worker is still executing, rather than find them missing and execute them all again.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import os
+import time
 from collections import defaultdict
 from pathlib import Path
 from types import ModuleType
@@ -48,14 +55,52 @@ def cached_path(build_site: ModuleType, notebook: Path, smoke: bool) -> Path:
     return build_site.cached_notebook(build_site.default_cache(), notebook, build_site.environment_key(smoke))
 
 
+def shared_status_folder(config: pytest.Config) -> Path | None:
+    """Under pytest-xdist, a folder that every worker of this run shares (beside the workers' own temporary
+    folders, which xdist places in the run's): the notebooks' outcomes are left there. None without xdist."""
+    if not hasattr(config, "workerinput") or not config.option.basetemp:
+        return None
+    return Path(config.option.basetemp).parent / "course-nbval-notebooks"
+
+
 class NbvalSiteCache:
     """Collects each course notebook's cell outputs from nbval and writes the notebook when all its cells passed."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: pytest.Config | None = None) -> None:
         self.cells: dict[Path, list[pytest.Item]] = {}  # notebook -> its nbval cell items, in order
         self.outputs: dict[Path, dict[int, list]] = defaultdict(dict)  # notebook -> code cell's number -> outputs
         self.failed: set[Path] = set()
         self.written: set[Path] = set()
+        self.shared = shared_status_folder(config) if config is not None else None
+
+    def _leave(self, notebook: Path, outcome: str) -> None:
+        """Tell the other workers (if any) that ``notebook`` is done: ``outcome`` is "written" or "failed"."""
+        if self.shared is not None:
+            self.shared.mkdir(parents=True, exist_ok=True)
+            (self.shared / f"{notebook.name}.{outcome}").touch()
+
+    def outcomes(self) -> dict[Path, str]:
+        """Each collected notebook that is done in this run, on any worker: "written" or "failed"."""
+        done = {path: "failed" for path in self.failed} | {path: "written" for path in self.written}
+        if self.shared is not None:
+            for path in self.cells:
+                for outcome in ("written", "failed"):
+                    if (self.shared / f"{path.name}.{outcome}").exists():
+                        done.setdefault(path, outcome)
+        return done
+
+    def wait_for_notebooks(self, timeout: float = 3600.0, poll: float = 2.0) -> dict[Path, str]:
+        """Wait until every notebook nbval collected in this run is done (on whichever worker); its outcomes.
+
+        Without xdist the site test runs after every notebook (tests/conftest.py orders it so), so nothing waits.
+        Under xdist the site test is scheduled after every notebook's group has been handed to a worker; only the
+        notebooks still running on the other worker are waited for. A notebook nobody will finish (a crashed
+        worker) ends the wait at ``timeout`` seconds, and the site is then built from what is there.
+        """
+        deadline = time.monotonic() + timeout
+        while len(done := self.outcomes()) < len(self.cells) and time.monotonic() < deadline:
+            time.sleep(poll)
+        return done
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -71,6 +116,8 @@ class NbvalSiteCache:
         if path not in self.cells or (report.when != "call" and report.passed):
             return report
         if not report.passed:
+            if path not in self.failed:
+                self._leave(path, "failed")
             self.failed.add(path)
         elif report.when == "call":
             self.outputs[path][item.cell_num] = list(item.test_outputs or [])
@@ -96,3 +143,4 @@ class NbvalSiteCache:
         nbformat.write(nb, partial)
         partial.replace(destination)
         self.written.add(notebook)
+        self._leave(notebook, "written")

@@ -76,8 +76,11 @@ def site(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
     """The site, built from the notebooks nbval executed in this session when it executed them all, else in
     smoke mode (executed notebooks cached in build/site-cache, keyed on their sources: see tools/build_site.py)."""
     recorder = pytestconfig.pluginmanager.get_plugin("course-site-cache")
+    # Under xdist another worker may still be executing the last notebooks: wait for them (site_cache.py).
+    outcomes = recorder.wait_for_notebooks() if recorder is not None else {}
     full = _nbval_executed_all()
-    if recorder is not None and set(recorder.written) == set(load_build_site().notebooks()):
+    written = {path for path, outcome in outcomes.items() if outcome == "written"}
+    if written == set(load_build_site().notebooks()):
         # nbval passed every notebook in this session: the build must find them all (else the plugin is broken
         # and every notebook would be executed a second time, silently doubling CI's time).
         assert full, "nbval executed every notebook, but tests/site_cache.py did not put them all in the site's cache"
