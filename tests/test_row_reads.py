@@ -126,3 +126,19 @@ def test_the_grader_names_the_access_check_to_its_sandbox() -> None:
     assert resolve_access_check(None) is None and resolve_access_check("os:system") is None
     assert access_check_name(None) is None
     assert resolve_access_check("course_lib.checks.nb13_todays_models:online_softmax") is None  # answers: hidden
+
+
+def test_the_record_cannot_be_erased_through_the_input():
+    """An attack that worked: a whole-row softmax that cleared the record through an attribute of its input
+    (``x._reads.problems.clear()``, which the grader's policy lets through) passed. The record no longer
+    lives on the tensor; setting such attributes changes nothing."""
+    from course_lib.exercises.passes import row_reads
+
+    def erasing(x, dim=-1, tile_size=32):
+        out = torch.softmax(x, dim)
+        assert not hasattr(x, "_reads")  # nothing of the record is on the tensor
+        x._reads, x._cols, x._second = None, None, False  # what an attacker would try
+        return out
+
+    problems = row_reads(erasing, torch.randn(3, 40), dim=-1, tile_size=8)
+    assert problems and problems[0].startswith("whole row"), problems

@@ -84,13 +84,26 @@ class _Reads:
             self.problems.append(message)
 
 
-class _Row(torch.Tensor):
-    """A tensor whose elements know their column (``_cols``, the same shape, -1 for none) or, once a revisit
-    computed with them, that they belong to a second pass (``_second``)."""
+#: Each live :class:`_Row`'s tag, by ``id``: the row itself (kept alive, so that its id is not reused during
+#: the call), its column map, whether it belongs to a second pass, and the record it reports to. The tags live
+#: here, not on the tensor: an attribute of the tensor would be one assignment away from the learner's code
+#: (``x._reads.problems.clear()`` passed a whole-row softmax), while this module is out of its reach (the
+#: grader's policy refuses imports from ``course_lib.exercises`` and dunder attributes such as
+#: ``__globals__``). :func:`row_reads` empties it when the call returns.
+_TAGS: dict[int, tuple[torch.Tensor, torch.Tensor | None, bool, _Reads]] = {}
 
-    _cols: torch.Tensor | None
-    _second: bool
-    _reads: _Reads
+
+def _tag(t: torch.Tensor) -> tuple[torch.Tensor | None, bool, _Reads | None]:
+    """A row's column map, second-pass flag and record (None, False, None for a row this module did not tag)."""
+    entry = _TAGS.get(id(t))
+    if entry is None or entry[0] is not t:
+        return None, False, None
+    return entry[1], entry[2], entry[3]
+
+
+class _Row(torch.Tensor):
+    """A tensor whose elements know their column (a map of the same shape, -1 for none) or, once a revisit
+    computed with them, that they belong to a second pass; both kept in :data:`_TAGS`."""
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
@@ -102,18 +115,21 @@ class _Row(torch.Tensor):
         results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if not ours or not results:
             return out  # .shape, .dim(), an operation on other tensors
-        reads = ours[0]._reads
+        reads = next((r for r in (_tag(t)[2] for t in ours) if r is not None), None)
+        if reads is None:
+            return _plain(out)
         name = getattr(func, "__name__", str(func))
-        second = any(t._second for t in ours)
+        second = any(_tag(t)[1] for t in ours)
         if name in SHAPES:
             return _plain(out)
         if name in COPIES or name in MOVES:
             if second:
                 return _wrap(out, reads, None, second=True)
             return _wrap_moved(out, _replay(func, args, kwargs) if name in MOVES else _columns(args[0]), reads)
-        raw = {int(c) for t in ours if t._cols is not None for c in t._cols.unique().tolist() if c >= 0}
+        maps = [cols for cols in (_tag(t)[0] for t in ours) if cols is not None]
+        raw = {int(c) for cols in maps for c in cols.unique().tolist() if c >= 0}
         revisit = reads.read(raw, name)
-        if second and max(t.numel() for t in results) < max(t.numel() for t in ours if t._second):
+        if second and max(t.numel() for t in results) < max(t.numel() for t in ours if _tag(t)[1]):
             reads._problem(f"second pass: your code reduced ({name}) values it computed in a second pass over "
                            f"the row: the sum is found in the same pass as the maximum")
         return _wrap(out, reads, None, second=True) if second or revisit else _plain(out)
@@ -122,7 +138,8 @@ class _Row(torch.Tensor):
 def _columns(value: Any) -> Any:
     """The column map standing in for a tensor when a move is replayed on the columns (-1: no column)."""
     if isinstance(value, _Row):
-        return value._cols if value._cols is not None else torch.full(value.shape, -1, dtype=torch.long)
+        cols = _tag(value)[0]
+        return cols if cols is not None else torch.full(value.shape, -1, dtype=torch.long)
     if isinstance(value, torch.Tensor) and value.is_floating_point():
         return torch.full(value.shape, -1, dtype=torch.long)
     return value
@@ -148,7 +165,7 @@ def _wrap(out: Any, reads: _Reads, cols: torch.Tensor | None, second: bool) -> A
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
             return t
         row = t.as_subclass(_Row)
-        row._cols, row._second, row._reads = cols, second, reads
+        _TAGS[id(row)] = (row, cols, second, reads)
         return row
     return tree_map(one, out)
 
@@ -177,7 +194,10 @@ def row_reads(impl: Callable[..., Any], x: torch.Tensor, dim: int = -1, tile_siz
     cols = torch.arange(n).reshape(shape).expand(x.shape).contiguous()  # each element's column
     reads = _Reads(tile_size=tile_size, columns=n)
     row = _wrap(x.detach().clone(), reads, cols, second=False)
-    impl(row, dim=dim, tile_size=tile_size, **kwargs)
+    try:
+        impl(row, dim=dim, tile_size=tile_size, **kwargs)
+    finally:
+        _TAGS.clear()
     return list(reads.problems)
 
 
