@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -142,3 +143,22 @@ def test_the_record_cannot_be_erased_through_the_input():
 
     problems = row_reads(erasing, torch.randn(3, 40), dim=-1, tile_size=8)
     assert problems and problems[0].startswith("whole row"), problems
+
+
+def test_values_taken_out_of_pytorch_are_read():
+    """An attack that worked: read each tile once for the record, then compute the softmax in NumPy, out of the
+    watcher's sight (it passed with no problem). Taking the values out of PyTorch now reads them."""
+    from course_lib.exercises.passes import row_reads
+
+    def numpy_behind_a_tiled_front(x, dim=-1, tile_size=32):
+        for start in range(0, x.shape[dim], tile_size):
+            x[..., start:start + tile_size].amax(-1)
+        a = x.detach().numpy()
+        e = np.exp(a - a.max(axis=dim, keepdims=True))
+        return torch.from_numpy(e / e.sum(axis=dim, keepdims=True))
+
+    problems = row_reads(numpy_behind_a_tiled_front, torch.randn(3, 40), dim=-1, tile_size=8)
+    assert any(p.startswith("outside PyTorch") for p in problems), problems
+    listed = row_reads(lambda x, dim=-1, tile_size=32: torch.tensor(x.tolist()).softmax(dim), torch.randn(3, 40),
+                       dim=-1, tile_size=8)
+    assert any(p.startswith("outside PyTorch") for p in listed), listed

@@ -50,6 +50,11 @@ MOVES = frozenset({"__getitem__", "cat", "concat", "concatenate", "stack", "hsta
                    "swapdims", "squeeze", "unsqueeze", "expand", "expand_as", "repeat", "split", "chunk",
                    "tensor_split", "unbind", "select", "unfold", "view_as", "reshape_as", "broadcast_to", "T", "mT"})
 #: Calls that take only a shape, a dtype and a device from their input: not reads.
+#: Calls that tell about a tensor without its values (``x.shape`` is a property's ``__get__``) or print it: not
+#: reads. Any other call whose result is not a tensor takes the values out of PyTorch, and is a read.
+METADATA = frozenset({"__get__", "size", "dim", "ndimension", "numel", "nelement", "__len__", "stride",
+                      "storage_offset", "is_contiguous", "data_ptr", "element_size", "is_floating_point",
+                      "is_complex", "get_device", "__repr__", "__format__", "__str__", "__hash__"})
 SHAPES = frozenset({"full_like", "zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "new_full",
                     "new_zeros", "new_ones", "new_empty", "new_tensor"})
 
@@ -101,6 +106,12 @@ def _tag(t: torch.Tensor) -> tuple[torch.Tensor | None, bool, _Reads | None]:
     return entry[1], entry[2], entry[3]
 
 
+def _raw_columns(rows: list[torch.Tensor]) -> set[int]:
+    """The columns of the row that these tagged tensors' elements come from."""
+    maps = [cols for cols in (_tag(t)[0] for t in rows) if cols is not None]
+    return {int(c) for cols in maps for c in cols.unique().tolist() if c >= 0}
+
+
 class _Row(torch.Tensor):
     """A tensor whose elements know their column (a map of the same shape, -1 for none) or, once a revisit
     computed with them, that they belong to a second pass; both kept in :data:`_TAGS`."""
@@ -113,12 +124,17 @@ class _Row(torch.Tensor):
         leaves, _ = tree_flatten((args, kwargs))
         ours = [t for t in leaves if isinstance(t, _Row)]
         results = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        name = getattr(func, "__name__", str(func))
+        reads = next((r for r in (_tag(t)[2] for t in ours) if r is not None), None)
+        if ours and not results and reads is not None and name not in METADATA:
+            # the values leave PyTorch (.numpy(), .tolist(), .item()): what is computed from them is out of sight
+            if _raw_columns(ours):
+                reads._problem(f"outside PyTorch: your code took values of the row out of PyTorch ({name}); "
+                               "compute with tensor operations, tile by tile")
         if not ours or not results:
             return out  # .shape, .dim(), an operation on other tensors
-        reads = next((r for r in (_tag(t)[2] for t in ours) if r is not None), None)
         if reads is None:
             return _plain(out)
-        name = getattr(func, "__name__", str(func))
         second = any(_tag(t)[1] for t in ours)
         if name in SHAPES:
             return _plain(out)
@@ -126,9 +142,7 @@ class _Row(torch.Tensor):
             if second:
                 return _wrap(out, reads, None, second=True)
             return _wrap_moved(out, _replay(func, args, kwargs) if name in MOVES else _columns(args[0]), reads)
-        maps = [cols for cols in (_tag(t)[0] for t in ours) if cols is not None]
-        raw = {int(c) for cols in maps for c in cols.unique().tolist() if c >= 0}
-        revisit = reads.read(raw, name)
+        revisit = reads.read(_raw_columns(ours), name)
         if second and max(t.numel() for t in results) < max(t.numel() for t in ours if _tag(t)[1]):
             reads._problem(f"second pass: your code reduced ({name}) values it computed in a second pass over "
                            f"the row: the sum is found in the same pass as the maximum")
