@@ -360,3 +360,17 @@ def test_gradescope_results_follow_the_documented_format(fake, tmp_path: Path) -
         ("ex_a", 0.0, 1.0, "after_due_date"), ("ex_b", 2.0, 2.0, "after_due_date")]
     assert "SEED" not in results.read_text() and "987654321" not in results.read_text()  # no hidden values
     assert {"score", "tests", "visibility", "stdout_visibility"} <= set(data)
+
+
+def test_the_grading_guide_says_what_the_commands_do() -> None:
+    """docs/grading.md once contradicted the command three times (issue 44): points all or nothing though
+    --partial-credit exists, a seed per run though it is kept per gradebook, summary.csv per submission though it
+    has a row per student."""
+    from conftest import ROOT
+
+    guide = (ROOT / "docs" / "grading.md").read_text()
+    assert "**Points are all or nothing per exercise by default**" in guide and "`--partial-credit`" in guide
+    assert "drawn once per gradebook" in guide and "once per run" not in guide
+    assert "`summary.csv` (one row per student" in guide and "(one row per submission)" not in guide
+    with pytest.raises(SystemExit):  # --partial-credit is an option of export (it parses; --help exits 0)
+        main(["export", "--help"])
