@@ -52,6 +52,11 @@ def write_course_table(folders: list[Path], out: Path, canvas: Path | None = Non
                 [[k, students[k].name if k in students else "", students[k].email if k in students else "",
                   *[totals.get(k, "") for _, _, totals, _ in read]] for k in keys])
     if canvas is not None:
+        unmatched = [s for s in students.values() if not (s.canvas_id or s.sis_user_id or s.sis_login_id or s.login)]
+        if unmatched:
+            raise ValueError(f"{canvas} not written: {len(unmatched)} roster student(s) have no Canvas ID, SIS User ID "
+                             "or SIS Login ID (login), and Canvas would match them by name only: "
+                             + ", ".join(s.id for s in unmatched))
         rows = [["    Points Possible", "", "", "", "", *[f"{top:g}" for _, top, _, _ in read]]]
         rows += [[s.sortable_name(), s.canvas_id, s.sis_user_id, s.sis_login_id or s.login, s.section,
                   *[totals.get(s.id, "") for _, _, totals, _ in read]] for s in students.values()]
