@@ -11,7 +11,6 @@ forbidden call, a file that is not JSON.
 
 from __future__ import annotations
 
-import copy
 import csv
 import os
 import time
@@ -22,7 +21,8 @@ import nbformat
 import pytest
 from conftest import ROOT
 from nbtools import load
-from test_class_cycle import FX
+from test_class_cycle import FX, _rows
+from test_class_cycle import _with as with_sources
 
 from course_lib.edition.build import build_edition
 from course_lib.exercises import get_exercise
@@ -72,11 +72,7 @@ IMPORT_OS = "import os\n\ndef stable_softmax(x, dim=-1):\n    return x.softmax(d
 
 
 def _with(nb: nbformat.NotebookNode, source: str) -> nbformat.NotebookNode:
-    out = copy.deepcopy(nb)
-    for _, cell, name in exercise_cells(out):
-        if name == "stable_softmax":
-            cell.source = source
-    return out
+    return with_sources(nb, {"stable_softmax": source})
 
 
 def _renamed(source: str) -> str:
@@ -110,11 +106,6 @@ def _class(folder: Path) -> dict[str, Path]:
     for late in ("judy", "kim"):
         os.utime(paths[late], (LATE, LATE))
     return paths
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 @pytest.mark.slow
