@@ -137,7 +137,7 @@ def test_describe_records_signatures_and_course_methods_only() -> None:
 
 
 def test_type_aliases_are_recorded_by_the_type_they_name() -> None:
-    """Aliases such as ``grading.judge.Verdict`` are callable, but ``inspect.signature`` describes them
+    """Aliases such as ``grading.judging.judge.Verdict`` are callable, but ``inspect.signature`` describes them
     differently on each Python (3.11/3.12 refuse, 3.13 gives tuple's constructor): the record keeps the type."""
     from typing import Optional
 
@@ -145,7 +145,7 @@ def test_type_aliases_are_recorded_by_the_type_they_name() -> None:
     assert api_tool.describe(Optional[int]) == {"kind": "type alias", "value": "typing.Optional[int]"}  # noqa: UP045
     assert api_tool.describe(int | None) == {"kind": "type alias", "value": "int | None"}
     assert api_tool.describe(tuple)["kind"] == "class"  # a bare class stays a class
-    from course_lib.grading.judge import Verdict
+    from course_lib.grading.judging.judge import Verdict
     assert api_tool.describe(Verdict) == {"kind": "type alias", "value": "tuple[str, str, str, int, str]"}
 
 

@@ -46,7 +46,7 @@ KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 KNOWN_PRIVATE_USES = {
     # The grader writes course_lib/_submitted.py into the sandbox's copy of the library only (it hands the
     # learner's implementations to course code whose reference is withheld); it is never part of the package.
-    ("course_lib/grading/sandbox_main.py", "course_lib._submitted"),
+    ("course_lib/grading/sandbox/sandbox_main.py", "course_lib._submitted"),
 }
 # Tests whose file name does not say which module they test (tests/test_<name>.py tests course_lib.<name>).
 TESTS_OF = {"tests/test_api.py": ("course_lib._deprecation",),
