@@ -12,8 +12,6 @@ const STYLE = `
 .cx-token.cx-active { outline: 2px solid #d62728; }
 .cx-row-label { font-weight: 600; margin-top: 6px; }
 .cx-heads { display: flex; flex-wrap: wrap; gap: 10px; }
-.cx-grid { border-collapse: collapse; }
-.cx-grid td { width: 9px; height: 9px; padding: 0; }
 .cx-bars { display: grid; grid-template-columns: max-content 1fr max-content; gap: 2px 6px; align-items: center; }
 .cx-bar { height: 12px; background: #1f77b4; }
 .cx-bar.cx-out { background: #ccc; }
@@ -69,10 +67,15 @@ function attentionView(data, el, model) {
   const body = h("div");
   el.append(controls, body);
 
+  const means = new Map();  // (input, layer) -> the mean over heads, computed once
   function weightsOf(input, head) {  // (q, k) for one head, or the mean over heads
     const heads = input.layers[state.layer];
     if (head !== "all") return heads[Number(head)];
-    return heads[0].map((row, i) => row.map((_, j) => heads.reduce((s, m) => s + m[i][j], 0) / heads.length));
+    const key = `${state.input}/${state.layer}`;
+    if (!means.has(key)) {
+      means.set(key, heads[0].map((row, i) => row.map((_, j) => heads.reduce((s, m) => s + m[i][j], 0) / heads.length)));
+    }
+    return means.get(key);
   }
 
   function drawControls() {
@@ -103,14 +106,15 @@ function attentionView(data, el, model) {
         onmouseenter: () => { state.hover = { side, index: i }; timed(el, highlight); } }, text)));
   }
 
-  function grid(weights, title) {
-    const table = h("table", { className: "cx-grid", title });
-    weights.forEach((row, i) => table.append(h("tr", {}, ...row.map((w, j) => {
-      const cell = h("td", { title: `${i} -> ${j}: ${w.toFixed(3)}` });
-      cell.style.background = blue(w);
-      return cell;
-    }))));
-    return h("div", {}, h("div", { className: "cx-note" }, title), table);
+  function grid(weights, title) {  // one head's (q, k) weights as a small image: a canvas paints fast
+    const cell = Math.max(2, Math.min(9, Math.floor(160 / Math.max(weights.length, weights[0].length))));
+    const canvas = h("canvas", { width: weights[0].length * cell, height: weights.length * cell, title });
+    const ctx = canvas.getContext("2d");
+    weights.forEach((row, i) => row.forEach((w, j) => {
+      ctx.fillStyle = blue(w);
+      ctx.fillRect(j * cell, i * cell, cell, cell);
+    }));
+    return h("div", {}, h("div", { className: "cx-note" }, title), canvas);
   }
 
   // Hover: recolour the two token strips in place (the nodes stay, so the pointer stays on its token).
