@@ -28,8 +28,8 @@ from course_lib.edition.build import build_edition
 from course_lib.exercises import get_exercise
 from course_lib.exercises.notebooks import exercise_cells, solve
 from course_lib.grading.cli import main
-from course_lib.grading.gradebook import GRADEBOOK_NAME, Gradebook
-from course_lib.grading.sandbox import SandboxUnavailable, probe
+from course_lib.grading.records.gradebook import GRADEBOOK_NAME, Gradebook
+from course_lib.grading.sandbox.sandbox import SandboxUnavailable, probe
 
 NB00 = ROOT / "notebooks" / "00_welcome.ipynb"
 DEADLINE = "2026-11-20T12:00:00Z"

@@ -16,9 +16,10 @@ from browser import chromium, screenshot
 
 from course_lib.exercises import get_exercise
 from course_lib.grading import cli
-from course_lib.grading.class_report import normalise, similar_pairs
 from course_lib.grading.cli import main
-from course_lib.grading.runner import ExerciseResult, GradeConfig, SubmissionReport
+from course_lib.grading.records.class_report import normalise, similar_pairs
+from course_lib.grading.records.report_types import ExerciseResult, SubmissionReport
+from course_lib.grading.runner import GradeConfig
 from course_lib.grading.submission import file_sha256
 
 SOFTMAX = get_exercise("stable_softmax")

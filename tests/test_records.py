@@ -15,11 +15,11 @@ from test_gradebook import _csv, _submit, fake_grade
 
 from course_lib.grading import cli
 from course_lib.grading.cli import main
-from course_lib.grading.gradebook import GRADEBOOK_NAME, Gradebook
-from course_lib.grading.handback import own_error
-from course_lib.grading.lms import CANVAS_COLUMNS, MOODLE_FIELDS
-from course_lib.grading.roster import UNMATCHED, Roster, Student, read_roster
-from course_lib.grading.runner import ExerciseResult
+from course_lib.grading.records.gradebook import GRADEBOOK_NAME, Gradebook
+from course_lib.grading.records.handback import own_error
+from course_lib.grading.records.lms import CANVAS_COLUMNS, MOODLE_FIELDS
+from course_lib.grading.records.report_types import ExerciseResult
+from course_lib.grading.records.roster import UNMATCHED, Roster, Student, read_roster
 
 ROSTER = ("id,name,email,login,canvas_id,sis_user_id,section\n"
           "s01,Alice Archer,alice@uni.edu,alice,101,S0001,A\n"

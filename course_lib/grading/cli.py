@@ -15,13 +15,13 @@ notebook is graded against the assignment (status ``wrong-notebook``, printed, i
 ``roster_problems.csv``); a first run whose files resolve to several notebooks, or a ``--source`` of another
 notebook than the recorded one, is refused before anything is graded (exit status 2).
 
-Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.gradebook`,
+Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.records.gradebook`,
 records added, never rewritten) with its SHA-256; a later run grades only the submissions that are new or
 changed (another hash) unless ``--regrade`` or ``--regrade-student``. Per submission it writes
 ``<name>.json`` (everything, the seed included: for the instructor) and ``<name>.md``; after each run every
-export is rewritten from the gradebook (:mod:`course_lib.grading.exports`: ``grades.csv``, ``summary.csv``,
+export is rewritten from the gradebook (:mod:`course_lib.grading.records.exports`: ``grades.csv``, ``summary.csv``,
 with a roster ``canvas.csv``, ``moodle.csv``, ``plain.csv``, ``roster_problems.csv``) and one feedback file
-per student in ``<out>/feedback/`` (:mod:`course_lib.grading.handback`). The grader runs every submission in
+per student in ``<out>/feedback/`` (:mod:`course_lib.grading.records.handback`). The grader runs every submission in
 a bubblewrap sandbox (see docs/grading.md).
 Exit status: 0 when every report was written (whatever the scores), 2 for a usage error or a refused mix.
 """
@@ -30,48 +30,28 @@ from __future__ import annotations
 
 import argparse
 import csv
-import fcntl
 import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from .course import course_notebooks, notebook_id
-from .exports import class_table, describe_changes, report_from_dict, write_exports
-from .gradebook import GRADEBOOK_NAME, KEPT, Gradebook, GradebookError, keep_copy, kept_copy
-from .handback import write_feedback
-from .lms import MOODLE_FIELDS, LmsOptions
-from .report import report_name, write_json, write_markdown
-from .roster import Roster, RosterError, RosterProblem, read_roster, rekey, write_roster
-from .runner import CourseCopy, GradeConfig, SubmissionReport, grade_submission, resolve_notebook
-from .sandbox import SandboxUnavailable, probe
-from .scoring import ScoringRule, parse_time
+from .judging.scoring import ScoringRule, parse_time
+from .records.exports import report_from_dict
+from .records.gradebook import GRADEBOOK_NAME, KEPT, Gradebook, GradebookError, keep_copy, kept_copy
+from .records.lms import MOODLE_FIELDS
+from .records.publish import ROSTER_COPY, ClassOptions, export, stored_roster
+from .records.report import report_name, write_json, write_markdown
+from .records.report_types import SubmissionReport
+from .records.roster import Roster, RosterError, RosterProblem, read_roster, rekey, write_roster
+from .runner import CourseCopy, GradeConfig, grade_submission, resolve_notebook
+from .sandbox.sandbox import SandboxUnavailable, probe
 from .submission import display_name, file_sha256
 
 __all__ = ["main", "grade_many", "ClassOptions", "export", "stored_roster"]
-
-ROSTER_COPY = "roster.csv"
-
-
-@dataclass
-class ClassOptions:
-    """What ``course-grade`` does beyond grading: students, incremental runs, scoring, feedback."""
-
-    roster: Roster | None = None
-    regrade: bool = False
-    regrade_students: tuple[str, ...] = ()
-    rule: ScoringRule | None = None  # None: the rule the gradebook already holds
-    times: dict[str, str] = field(default_factory=dict)  # supplied submission times, by student or file name
-    assignment: str = ""  # the LMS column's name ("": as recorded, at first the notebook's id)
-    feedback_details: bool | None = None  # None: as the gradebook records (off at first)
-    feedback_html: bool | None = None
-    lms: dict[str, object] = field(default_factory=dict)  # LmsOptions' fields given this time (kept for later runs)
-    extensions: dict[str, str] = field(default_factory=dict)  # a student's own deadline, by id (kept, merged)
 
 
 def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]) -> SubmissionReport:
@@ -81,17 +61,6 @@ def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCop
     except Exception as err:  # noqa: BLE001
         return SubmissionReport(submission=display_name(path), status="internal-error", sandbox=config.sandbox,
                                 message=f"the grader failed: {type(err).__name__}: {err}")
-
-
-@contextmanager
-def _export_lock(out: Path) -> Iterator[None]:
-    """One process at a time reads the gradebook and rewrites the exports (the last one sees every grade)."""
-    with open(out / ".gradebook.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _mtime(path: Path) -> str:
@@ -151,7 +120,7 @@ def _todo(book: Gradebook, students: dict[Path, str], options: ClassOptions, out
 
     A file that is one of its student's earlier, superseded submissions (its SHA-256 is in their history, not
     their current one) is never graded over the current one; a regrade of that student grades their current
-    submission (the copy kept in ``out``, :func:`~course_lib.grading.gradebook.kept_copy`)."""
+    submission (the copy kept in ``out``, :func:`~course_lib.grading.records.gradebook.kept_copy`)."""
     current = book.current()
     todo, unchanged = [], []
     regrade = set(options.regrade_students)
@@ -314,47 +283,6 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
         by_student = {s: graded[p] for p, s, _ in todo}  # a regraded kept copy answers for its student
         return [graded[p] if p in graded else by_student[students[p]] if students[p] in by_student
                 else report_from_dict(book.report(current[students[p]].id)) for p in paths]
-
-
-def stored_roster(out: Path) -> Roster | None:
-    """The roster kept in ``out`` by an earlier ``--roster`` (so that every run maps files the same way)."""
-    return read_roster(out / ROSTER_COPY) if (out / ROSTER_COPY).is_file() else None
-
-
-def export(book: Gradebook, out: Path, options: ClassOptions, problems: list[RosterProblem] | None = None,
-           quiet: bool = True) -> list[str]:
-    """Record the options' scoring rule and times, then rewrite every export and feedback file from ``book``;
-    print (unless ``quiet``) and return what changed in the exports since the last one, student by student."""
-    settings = {**(book.rule() or {}), **(options.rule.to_dict() if options.rule is not None else {})}
-    for key in ("feedback_details", "feedback_html", "assignment"):
-        if getattr(options, key) not in (None, ""):
-            settings[key] = getattr(options, key)
-    settings.update(options.lms)
-    if options.extensions:
-        settings["extensions"] = {**settings.get("extensions", {}), **options.extensions}
-    book.add_rule(settings)
-    if options.times:
-        book.add_times(options.times, "supplied")
-    rule = ScoringRule.from_dict(settings)
-    roster = options.roster or stored_roster(out)
-    with _export_lock(out):
-        current = book.current()
-        assignment = settings.get("assignment") or (book.assignment() or ("",))[0] or \
-            next((r.notebook for r in current.values() if r.notebook), "assignment")
-        before = book.last_finals()
-        refusals: list[str] = []
-        lms = LmsOptions(**{k: settings[k] for k in LmsOptions.__dataclass_fields__ if k in settings})
-        extensions = settings.get("extensions") or {}
-        write_exports(book, out, roster, rule, assignment, problems, lms, extensions, refusals)
-        changes = describe_changes(before, book.last_finals())
-        for line in changes:
-            _say(quiet, f"changed: {line}")
-        for line in refusals:
-            print(f"course-grade: {line}", file=sys.stderr, flush=True)
-        write_feedback(class_table(book, roster, rule, extensions), out / "feedback", rule,
-                       bool(settings.get("feedback_details")), bool(settings.get("feedback_html")),
-                       assignment=assignment)
-    return changes
 
 
 # --- the command line -----------------------------------------------------------------------------------
@@ -627,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         return _export(argv[1:])
     if argv[:1] == ["history"]:
         return _history(argv[1:])
-    from .commands import COMMANDS  # the class-records subcommands (they build on this module: imported here)
+    from .commands import COMMANDS  # the class-records subcommands (imported when a command line is read)
 
     if argv[:1] and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])

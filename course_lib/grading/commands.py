@@ -15,12 +15,12 @@ import argparse
 import json
 from pathlib import Path
 
-from .class_report import write_class_report
-from .cli import ClassOptions, _book, export, stored_roster
-from .course_table import write_course_table
-from .exports import report_from_dict
-from .gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
-from .handback import STATUS_TEXT, hand_back, own_error
+from .records.class_report import write_class_report
+from .records.course_table import write_course_table
+from .records.exports import report_from_dict
+from .records.gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
+from .records.handback import STATUS_TEXT, hand_back, own_error
+from .records.publish import ClassOptions, export, stored_roster
 
 __all__ = ["COMMANDS", "gradescope_results", "GRADESCOPE_VISIBILITY"]
 
@@ -29,9 +29,14 @@ GRADESCOPE_VISIBILITY = ("hidden", "after_due_date", "after_published", "visible
 
 
 def _open(out: Path, parser: argparse.ArgumentParser) -> Gradebook:
-    book = _book(out, parser, must_exist=True)
-    assert book is not None
-    return book
+    """The gradebook in ``out`` (a usage error when there is none or it cannot be read)."""
+    if not (out / GRADEBOOK_NAME).is_file():
+        parser.error(f"--out {out}: no gradebook there ({GRADEBOOK_NAME}); grade into it first")
+    try:
+        return Gradebook(out / GRADEBOOK_NAME)
+    except GradebookError as err:
+        parser.error(str(err))
+        raise
 
 
 def _rubric(argv: list[str]) -> int:
@@ -102,7 +107,7 @@ def _course_table(argv: list[str]) -> int:
 def gradescope_results(report: dict, visibility: str = "visible", output: str = "") -> dict:
     """Gradescope's ``results.json`` for one submission's report (the instructor's JSON report): one test per
     exercise with its score, ``max_score``, the status and what a student may read of it (never a hidden value:
-    :func:`course_lib.grading.handback.own_error`), each with ``visibility``."""
+    :func:`course_lib.grading.records.handback.own_error`), each with ``visibility``."""
     if visibility not in GRADESCOPE_VISIBILITY:
         raise ValueError(f"visibility: expected one of {GRADESCOPE_VISIBILITY}, got {visibility!r}")
     parsed = report_from_dict(report)

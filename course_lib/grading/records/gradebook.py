@@ -11,7 +11,7 @@ rewrite an earlier one. What counts is the latest record:
 - ``overrides``: the instructor's points for one student's exercise, with a reason (``points`` NULL clears
   it); the latest per student and exercise applies, whatever is regraded afterwards;
 - ``times``: submission times supplied by the instructor (the latest per student applies);
-- ``rules``: the scoring rule (partial credit, deadline, late penalty; :mod:`course_lib.grading.scoring`)
+- ``rules``: the scoring rule (partial credit, deadline, late penalty; :mod:`course_lib.grading.judging.scoring`)
   and the feedback settings, in force until the next record;
 - ``manual``: the points and comment of a question graded by hand (a rubric line), per student; the latest
   per student and question applies (``points`` NULL withdraws it);
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runner import SubmissionReport
+from .report_types import SubmissionReport
 
 __all__ = ["Gradebook", "GradebookError", "SubmissionRecord", "GradeRecord", "Override", "ManualGrade",
            "GRADEBOOK_NAME", "KEPT", "keep_copy", "kept_copy"]

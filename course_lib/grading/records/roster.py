@@ -105,7 +105,7 @@ class RosterProblem:
     students), ``conflict`` (an LMS download name whose own part names another student than the submitter the
     LMS recorded), ``duplicate`` or ``missing``
     (``roster_problems.csv`` adds ``wrong-notebook`` from the gradebook: a file of another notebook than the
-    assignment, see :mod:`course_lib.grading.exports`)."""
+    assignment, see :mod:`course_lib.grading.records.exports`)."""
 
     kind: str
     student: str

@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..submission import read_submission
 from .gradebook import Gradebook, SubmissionRecord, kept_copy
 from .report import escape_markdown
 from .roster import Roster
-from .submission import read_submission
 
 __all__ = ["ExerciseSummary", "ClassReport", "class_report", "normalise", "similar_pairs", "write_class_report",
            "NEAR", "MIN_TOKENS"]

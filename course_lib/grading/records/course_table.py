@@ -11,20 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..judging.scoring import ScoringRule
 from .exports import atomic_csv, class_table
 from .gradebook import GRADEBOOK_NAME, Gradebook
 from .lms import CANVAS_COLUMNS
-from .roster import Roster, Student, read_roster
-from .scoring import ScoringRule
+from .publish import stored_roster
+from .roster import Roster, Student
 
 __all__ = ["write_course_table", "assignment_totals"]
 
-ROSTER_COPY = "roster.csv"
-
-
 def assignment_totals(folder: Path) -> tuple[str, float, dict[str, str], Roster | None]:
     """``(column name, points possible, final total by student, the folder's roster)`` of one gradebook."""
-    roster = read_roster(folder / ROSTER_COPY) if (folder / ROSTER_COPY).is_file() else None
+    roster = stored_roster(folder)
     with Gradebook(folder / GRADEBOOK_NAME) as book:
         settings = book.rule() or {}
         name = settings.get("assignment") or (book.assignment() or (folder.name,))[0]
