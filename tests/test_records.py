@@ -301,6 +301,9 @@ def test_a_grade_for_a_student_without_a_file_a_hand_graded_question_and_an_exte
     assert summary["s01"]["q1"] == "1" and summary["s01"]["max_total"] == "5" and summary["s02"]["q1"] == "0"
     with Gradebook(out / GRADEBOOK_NAME) as book:
         assert [r[3] for r in book.rows("manual")] == [2.0, 1.0]  # both records kept
+    assert main(["history", "--out", str(out), "s01"]) == 0
+    history = capsys.readouterr().out
+    assert "s01 q1: 2/2 (clear argument)" in history and "s01 q1: 1/2 (one step missing)" in history
     feedback = (out / "feedback" / "s01.md").read_text()
     assert "graded by hand: one step missing" in feedback and r"hw1\_alice.ipynb" in feedback  # escaped Markdown
     # Handed back: one folder (or zip) per student, holding their own feedback only.
@@ -353,11 +356,11 @@ def test_gradescope_results_follow_the_documented_format(fake, tmp_path: Path) -
     assert _grade(out, _submit(subs, "hw1_alice", a=(1, 4))) == 0
     results = tmp_path / "results.json"
     assert main(["gradescope", str(out / "hw1_alice.json"), "--out", str(results),
-                 "--visibility", "after_due_date"]) == 0
+                 "--visibility", "after_due_date", "--test-visibility", "ex_b=hidden"]) == 0
     data = json.loads(results.read_text())
     assert data["score"] == 2.0 and data["visibility"] == "after_due_date"
     assert [(t["name"], t["score"], t["max_score"], t["visibility"]) for t in data["tests"]] == [
-        ("ex_a", 0.0, 1.0, "after_due_date"), ("ex_b", 2.0, 2.0, "after_due_date")]
+        ("ex_a", 0.0, 1.0, "after_due_date"), ("ex_b", 2.0, 2.0, "hidden")]
     assert "SEED" not in results.read_text() and "987654321" not in results.read_text()  # no hidden values
     assert {"score", "tests", "visibility", "stdout_visibility"} <= set(data)
 

@@ -543,6 +543,10 @@ def _history(argv: list[str]) -> int:
             if args.student in (None, row[1]):
                 points = "cleared" if row[3] is None else f"{row[3]:g}"
                 print(f"override {row[5]} {row[1]} {row[2]}: {points} ({row[4]})")
+        for row in book.rows("manual"):
+            if args.student in (None, row[1]):
+                points = "withdrawn" if row[3] is None else f"{row[3]:g}/{row[4]:g}"
+                print(f"graded by hand {row[6]} {row[1]} {row[2]}: {points} ({row[5]})")
     return 0
 
 

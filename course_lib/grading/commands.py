@@ -104,12 +104,16 @@ def _course_table(argv: list[str]) -> int:
     return 0
 
 
-def gradescope_results(report: dict, visibility: str = "visible", output: str = "") -> dict:
+def gradescope_results(report: dict, visibility: str = "visible", output: str = "",
+                       per_test: dict[str, str] | None = None) -> dict:
     """Gradescope's ``results.json`` for one submission's report (the instructor's JSON report): one test per
     exercise with its score, ``max_score``, the status and what a student may read of it (never a hidden value:
-    :func:`course_lib.grading.records.handback.own_error`), each with ``visibility``."""
-    if visibility not in GRADESCOPE_VISIBILITY:
-        raise ValueError(f"visibility: expected one of {GRADESCOPE_VISIBILITY}, got {visibility!r}")
+    :func:`course_lib.grading.records.handback.own_error`), each with ``visibility`` (``per_test``: an
+    exercise's own)."""
+    per_test = per_test or {}
+    for given in (visibility, *per_test.values()):
+        if given not in GRADESCOPE_VISIBILITY:
+            raise ValueError(f"visibility: expected one of {GRADESCOPE_VISIBILITY}, got {given!r}")
     parsed = report_from_dict(report)
     tests = []
     for result in parsed.exercises:
@@ -119,7 +123,7 @@ def gradescope_results(report: dict, visibility: str = "visible", output: str = 
         tests.append({"name": result.exercise, "score": float(result.score), "max_score": float(result.max),
                       "status": "passed" if result.status == "pass" else "failed",
                       "output": f"{result.status}: {text} ({result.cases_passed}/{result.cases_total} hidden "
-                                "cases passed)", "visibility": visibility})
+                                "cases passed)", "visibility": per_test.get(result.exercise, visibility)})
     return {"score": float(sum(t["score"] for t in tests)), "execution_time": round(parsed.elapsed_s),
             "output": output or f"graded: {Path(parsed.submission).name}", "visibility": visibility,
             "stdout_visibility": "hidden", "tests": tests}
@@ -132,14 +136,21 @@ def _gradescope(argv: list[str]) -> int:
     parser.add_argument("report", type=Path, help="the submission's <name>.json report")
     parser.add_argument("--out", type=Path, default=Path("/autograder/results/results.json"))
     parser.add_argument("--visibility", choices=GRADESCOPE_VISIBILITY, default="visible",
-                        help="when students see each test (Gradescope's setting)")
+                        help="when students see the results (Gradescope's setting)")
+    parser.add_argument("--test-visibility", action="append", default=[], metavar="EXERCISE=VISIBILITY",
+                        help="one exercise's own visibility, e.g. fx_attend=hidden (repeatable)")
     args = parser.parse_args(argv)
+    per_test = dict(item.partition("=")[::2] for item in args.test_visibility)
     try:
         report = json.loads(args.report.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         parser.error(f"{args.report}: {err}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(gradescope_results(report, args.visibility), indent=1), encoding="utf-8")
+    try:
+        results = gradescope_results(report, args.visibility, per_test=per_test)
+    except ValueError as err:
+        parser.error(str(err))
+    args.out.write_text(json.dumps(results, indent=1), encoding="utf-8")
     return 0
 
 
