@@ -34,7 +34,7 @@ __all__ = ["plot_layer", "plot_transformer", "plot_attention_diagram", "plot_les
 COLOURS = {"attention": "#fcd9a8", "norm": "#f2f0b5", "feed_forward": "#c6e3f4", "embedding": "#f6c9cf",
            "linear": "#dcd3ee", "softmax": "#c8e6c9", "matmul": "#e8d4f0", "scale": "#f2f0b5", "mask": "#eeeeee",
            "io": "white"}
-BOX_W, BOX_H, GAP = 4.2, 0.6, 0.45  # BOX_W holds "Masked Multi-Head Attention" in bold
+BOX_W, BOX_H, GAP = 4.8, 0.6, 0.45  # BOX_W holds "Masked Multi-Head Attention" in bold (a lesson map's)
 HIGHLIGHT = "#d62728"  # the lesson's part in plot_lesson_map
 
 
@@ -249,8 +249,8 @@ def plot_transformer(model: Transformer, ax: plt.Axes | None = None, title: str 
     """
     if not isinstance(model, Transformer):
         raise TypeError(f"plot_transformer: model must be a course_lib Transformer, got {type(model).__name__}")
-    enc_x, dec_x = 0.0, 6.4
-    ax = _new_axes(ax, (8.0, 9.5))
+    enc_x, dec_x = 0.0, BOX_W + 2.0
+    ax = _new_axes(ax, (8.5, 9.5))
     enc_base = _embedding_and_positions(ax, enc_x, 0.0, "Inputs", [("Input Embedding ×√d_model", "embedding")],
                                         "Positional\nEncoding", -1.0)
     dec_base = _embedding_and_positions(ax, dec_x, 0.0, "Outputs (shifted right)",
@@ -316,14 +316,15 @@ def plot_attention_diagram(attention: MultiHeadAttention, ax: plt.Axes | None = 
     for dx, name, box in zip((-1.5, 0.0, 1.5), "QKV", linears, strict=True):
         ax.text(x + dx, 0.3, name, ha="center", va="center", fontsize=9)
         _arrow(ax, (x + dx, 0.45), (x + dx, box[1] - BOX_H / 2))
-    for shadow in range(min(h, 4) - 1, 0, -1):  # the h heads, as the paper's stacked boxes
-        _box(ax, x + 0.1 * shadow, 2.45 + 0.1 * shadow, "", "attention", w=3.8)
+    shadows = min(h, 4) - 1
+    for shadow in range(shadows, 0, -1):  # the h heads, as the paper's stacked boxes
+        _box(ax, x + 0.1 * shadow, 2.45 + 0.1 * shadow, "", "attention", w=3.8, h=0.8)
     sdpa = _box(ax, x, 2.45, f"Scaled Dot-Product Attention\nh = {h} heads, d_k = {d_k} each", "attention", w=3.8,
                 h=0.8)
     for box in linears:
         _arrow(ax, (box[0], box[1] + BOX_H / 2), (box[0], sdpa[1] - 0.4))
     concat = _box(ax, x, 3.75, f"Concat  (h·d_k = {h * d_k})", "norm", w=2.6)
-    _arrow(ax, (x, sdpa[1] + 0.4), (x, concat[1] - BOX_H / 2))
+    _arrow(ax, (x, sdpa[1] + 0.4 + 0.1 * shadows), (x, concat[1] - BOX_H / 2))  # from the top of the stack
     out = _box(ax, x, 4.8, f"Linear $W^O$  (d_model = {attention.d_model})", "linear", w=3.2)
     _up(ax, concat, out)
     ax.text(x, 5.55, "Multi-Head Attention", ha="center", fontsize=9, weight="bold")
