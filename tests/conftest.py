@@ -72,6 +72,7 @@ SLOW_TESTS = {
     "tests/test_docs.py::test_every_docstring_example_runs": "runs every docstring example of the package (~35-90 s)",
     "tests/test_training.py::test_train_loop_learns_and_records": "trains a model (~50 s)",
     "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": "runs every notebook (smoke mode)",
+    "tests/test_check_imports.py::test_no_check_imports_torch_dynamo_or_sympy": "every check, fresh Python (~60 s)",
 }
 
 
