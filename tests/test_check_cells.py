@@ -161,7 +161,7 @@ run('fn = check("stable_softmax", stable_softmax)')
 run("from course_lib.exercises import cells; import importlib; importlib.reload(cells); cells.install()")
 run("print('post_run_cell callbacks:', sum(type(c).__name__ == 'CellTracker' "
     "for c in get_ipython().events.callbacks['post_run_cell']))")
-run('print("fn is the reference:", fn is __import__("course_lib.models.softmax").basics.stable_softmax)')
+run('print("fn is the reference:", fn is __import__("course_lib.models.softmax").models.softmax.stable_softmax)')
 '''
 
 
