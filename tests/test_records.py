@@ -162,8 +162,10 @@ def test_a_roster_that_cannot_map_a_graded_student_is_refused_with_the_list(fake
 # --- roster matching is exact and explained ----------------------------------------------------------------
 
 def test_a_file_name_that_names_another_student_is_a_problem_not_a_grade(fake, tmp_path: Path, capsys) -> None:
-    # Canvas's "Download Submissions" renames each file login_userid_submissionid_filename (the brief of issue
-    # 44; e.g. "archeralice_101_5566_hw1.ipynb", and "bakerbob_LATE_102_..." for a late one): the user id is the
+    # Canvas's "Download Submissions" renames each file login_userid_submissionid_filename: "canvas changes all
+    # the filenames so that they contain a student name, two id fields. The naming convention also includes an
+    # extra field if the assignment was submitted late" (TimHanneman/Canvas_submission_sort, README); e.g.
+    # "smithbob_340934_208490284_BobsWork.zip" (mikewesthad/canvas-unzipper, README). The user id is the
     # submitter Canvas recorded. Moodle's "Download all submissions" names them
     # "First Last_participantId_assignsubmission_file_<file name>" (a Moodle feedback-upload guide: "The student
     # folder name is formatted as: First Last_participantId_assignsubmission_file_").
@@ -171,6 +173,8 @@ def test_a_file_name_that_names_another_student_is_a_problem_not_a_grade(fake, t
     roster.write_text(ROSTER)
     subs, out = tmp_path / "subs", tmp_path / "grades"
     alice = _submit(subs, "archeralice_101_5001_00_welcome", mtime=1_700_000_000)
+    late = Roster([Student("s02", "Baker, Bob", canvas_id="102")]).student_for("bakerbob_LATE_102_5003_hw1-1.ipynb")
+    assert late[0].id == "s02" and "Canvas user id 102" in late[1]  # late, and resubmitted ("-1")
     bob = _submit(subs, "bakerbob_102_5002_00_welcome_alice", a=(0, 4), b=(0, 4), mtime=1_700_000_100)
     joerg = _submit(subs, "Jörg Müller_991_assignsubmission_file_hw1", mtime=1_700_000_000)
     assert _grade(out, alice, bob, joerg, extra=("--roster", str(roster))) == 0
