@@ -381,3 +381,25 @@ def test_the_grading_guide_says_what_the_commands_do() -> None:
     assert "`summary.csv` (one row per student" in guide and "(one row per submission)" not in guide
     with pytest.raises(SystemExit):  # --partial-credit is an option of export (it parses; --help exits 0)
         main(["export", "--help"])
+
+
+def test_moodles_own_grade_export_is_a_roster_as_it_stands(fake, tmp_path: Path) -> None:
+    # Moodle, "Grade import": "The import file format is the same as the corresponding export format." Its plain
+    # text export holds the user fields "First name, Last name, ID number, Institution, Department, Email
+    # address", one column per grade item and "Last downloaded from this course".
+    export = tmp_path / "moodle_export.csv"
+    export.write_text("First name,Last name,ID number,Institution,Department,Email address,"
+                      "Assignment: Homework 1 (Real),Last downloaded from this course\n"
+                      "Alice,Archer,S0001,Uni,CS,alice@uni.edu,-,1700000000\n"
+                      "Jörg,Müller,S0003,Uni,CS,joerg@uni.edu,-,1700000000\n"
+                      "민준,김,,Uni,CS,minjun@uni.edu,-,1700000000\n", encoding="utf-8")
+    roster = read_roster(export)
+    assert [(s.id, s.email, s.first_last()) for s in roster.students] == [
+        ("S0001", "alice@uni.edu", ("Alice", "Archer")), ("S0003", "joerg@uni.edu", ("Jörg", "Müller")),
+        ("minjun@uni.edu", "minjun@uni.edu", ("민준", "김"))]
+    subs, out = tmp_path / "subs", tmp_path / "grades"
+    files = [_submit(subs, "hw1_alice@uni.edu"), _submit(subs, "hw1_S0003", a=(0, 4))]
+    assert _grade(out, *files, extra=("--roster", str(export), "--assignment", "Assignment: Homework 1")) == 0
+    moodle = _rows(out / "moodle.csv")
+    assert moodle == [["First name", "Last name", "Email address", "Assignment: Homework 1"],
+                      ["Alice", "Archer", "alice@uni.edu", "3"], ["Jörg", "Müller", "joerg@uni.edu", "2"]]

@@ -13,7 +13,9 @@ A roster is a CSV file with a header row. Column names are matched without case,
 | ``canvas_id``, ``sis_user_id``, ``sis_login_id``, ``section`` | | for Canvas's export |
 
 A gradebook exported from Canvas (``Student, ID, SIS User ID, SIS Login ID, Section, ...``) is read as a
-roster too: ``id`` is its SIS Login ID (else its ID), and its ``Points Possible`` row is skipped.
+roster too: ``id`` is its SIS Login ID (else its ID), and its ``Points Possible`` row gives each assignment's
+points possible. So is Moodle's grade export (``First name, Last name, ID number, ..., Email address``, and
+``Username`` when the export includes it): ``id`` is its ID number, else the username, else the email.
 
 **Matching a file to a student** is exact and explained (:attr:`Match.how` says why each file is whose):
 
@@ -258,7 +260,12 @@ def read_roster(path: Path) -> Roster:
         raise RosterError(f"roster {path}: empty, expected a header row with an 'id' column")
     columns = {_normal(c): c for c in reader.fieldnames if c}
     canvas = "student" in columns and "sisloginid" in columns and "id" in columns
-    if "id" not in columns:
+    moodle = "id" not in columns and {"firstname", "lastname"} <= set(columns) and \
+        bool({"emailaddress", "idnumber", "username"} & set(columns))
+    if moodle:  # Moodle's grade export: its user fields name the student
+        columns.update({key: columns[field] for key, field in (("email", "emailaddress"), ("sisuserid", "idnumber"),
+                                                                ("login", "username")) if field in columns})
+    if "id" not in columns and not moodle:
         raise RosterError(f"roster {path}: expected an 'id' column, got {list(reader.fieldnames)}")
     students, points = [], {}
     for row in reader:
@@ -272,6 +279,10 @@ def read_roster(path: Path) -> Roster:
                 continue
             value["canvasid"], value["name"] = value["id"], value.get("student", "")
             value["id"] = value.get("sisloginid") or value["canvasid"]
+        if moodle:
+            value["id"] = value.get("sisuserid") or value.get("login") or value.get("email", "")
+            if not value["id"]:
+                continue
         if not any(value.values()):
             continue
         students.append(Student(
