@@ -403,3 +403,16 @@ def test_moodles_own_grade_export_is_a_roster_as_it_stands(fake, tmp_path: Path)
     moodle = _rows(out / "moodle.csv")
     assert moodle == [["First name", "Last name", "Email address", "Assignment: Homework 1"],
                       ["Alice", "Archer", "alice@uni.edu", "3"], ["Jörg", "Müller", "joerg@uni.edu", "2"]]
+
+
+def test_a_question_graded_by_hand_for_a_student_without_a_file_keeps_the_assignments_maximum(
+        fake, tmp_path: Path) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text(ROSTER)
+    out = tmp_path / "grades"
+    assert _grade(out, _submit(tmp_path / "subs", "hw1_alice"), extra=("--roster", str(roster))) == 0
+    assert main(["rubric", "--out", str(out), "s03", "q1", "2", "--max", "2", "--comment", "oral exam"]) == 0
+    summary = {r["student"]: r for r in _csv(out / "summary.csv")}
+    assert (summary["s03"]["total"], summary["s03"]["max_total"], summary["s03"]["ex_a"]) == ("2", "5", "0")
+    assert summary["s01"]["max_total"] == "5" and summary["s01"]["q1"] == "0"  # the question is everyone's
+    assert "graded by hand: oral exam" in (out / "feedback" / "s03.md").read_text()
