@@ -416,3 +416,16 @@ def test_a_question_graded_by_hand_for_a_student_without_a_file_keeps_the_assign
     assert (summary["s03"]["total"], summary["s03"]["max_total"], summary["s03"]["ex_a"]) == ("2", "5", "0")
     assert summary["s01"]["max_total"] == "5" and summary["s01"]["q1"] == "0"  # the question is everyone's
     assert "graded by hand: oral exam" in (out / "feedback" / "s03.md").read_text()
+
+
+def test_an_lms_file_where_two_students_share_the_matching_id_is_refused(fake, tmp_path: Path, capsys) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email,canvas_id\ns01,Alice Archer,alice@uni.edu,101\n"
+                      "s02,Alice Archer (2),alice@uni.edu,101\n")
+    out = tmp_path / "grades"
+    assert _grade(out, _submit(tmp_path / "subs", "hw1_s01"), _submit(tmp_path / "subs", "hw1_s02"),
+                  extra=("--roster", str(roster))) == 0
+    err = capsys.readouterr().err
+    assert not (out / "canvas.csv").exists() and not (out / "moodle.csv").exists()
+    assert "canvas.csv not written: these roster students share the id" in err and "101: s01, s02" in err
+    assert "moodle.csv not written" in err and "alice@uni.edu: s01, s02" in err
