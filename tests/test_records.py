@@ -89,6 +89,12 @@ def test_a_regrade_after_a_resubmission_grades_the_current_file(fake, tmp_path: 
     assert _grade(out, files[0], extra=("--regrade-student", "s02")) == 0
     assert "regrading their current submission hw1_bob.ipynb" in capsys.readouterr().out
     assert _totals(out)["s02"] == "3"
+    # A gradebook whose copies are gone (graded before they were kept): the superseded file is still not graded.
+    for kept in (out / "submissions").iterdir():
+        kept.unlink()
+    assert _grade(out, *files, extra=("--regrade-student", "s02")) == 0
+    assert "the current one has no kept copy: give its file to regrade it" in capsys.readouterr().out
+    assert _totals(out)["s02"] == "3"
 
 
 # --- every change is printed, student by student -----------------------------------------------------------
