@@ -89,6 +89,16 @@ def test_a_regrade_after_a_resubmission_grades_the_current_file(fake, tmp_path: 
     assert _grade(out, files[0], extra=("--regrade-student", "s02")) == 0
     assert "regrading their current submission hw1_bob.ipynb" in capsys.readouterr().out
     assert _totals(out)["s02"] == "3"
+    # The instructor names the earlier file: it is graded and becomes current, and the change is printed.
+    assert _grade(out, *files, extra=("--regrade-student", "s02", "--grade-given")) == 0
+    said = capsys.readouterr().out
+    assert "graded as the instructor named it" in said and "changed: s02: total 3 -> 0" in said
+    assert _totals(out)["s02"] == "0"
+    assert _grade(out, resubmitted, extra=("--regrade-student", "s02")) == 0  # the named one is current now
+    assert _totals(out)["s02"] == "0"
+    assert _grade(out, resubmitted, extra=("--regrade-student", "s02", "--grade-given")) == 0  # named back
+    assert _totals(out)["s02"] == "3"
+    capsys.readouterr()
     # A gradebook whose copies are gone (graded before they were kept): the superseded file is still not graded.
     for kept in (out / "submissions").iterdir():
         kept.unlink()
