@@ -445,3 +445,19 @@ def test_an_lms_file_where_two_students_share_the_matching_id_is_refused(fake, t
     assert not (out / "canvas.csv").exists() and not (out / "moodle.csv").exists()
     assert "canvas.csv not written: these roster students share the id" in err and "101: s01, s02" in err
     assert "moodle.csv not written" in err and "alice@uni.edu: s01, s02" in err
+
+
+def test_a_first_roster_given_after_grading_keeps_the_grades_of_the_files_it_names(fake, tmp_path: Path,
+                                                                                    capsys) -> None:
+    subs, out, roster = tmp_path / "subs", tmp_path / "grades", tmp_path / "roster.csv"
+    roster.write_text(ROSTER)
+    assert _grade(out, _submit(subs, "hw1_alice"), _submit(subs, "hw1_bob", a=(0, 4)), _submit(subs, "hw1_zed")) == 0
+    assert set(_totals(out)) == {"hw1_alice", "hw1_bob", "hw1_zed"}  # no roster: the files' names
+    capsys.readouterr()
+    assert main(["export", "--out", str(out), "--roster", str(roster)]) == 0
+    said = capsys.readouterr()
+    assert "roster: hw1_alice (hw1_alice.ipynb) is the roster's s01 ('alice' in the file name), kept as hw1_alice" \
+        in said.out
+    assert "hw1_zed (hw1_zed.ipynb): no roster student's" in said.err
+    canvas = {row[1]: row[-1] for row in _rows(out / "canvas.csv")[2:]}
+    assert canvas == {"101": "3", "102": "2", "103": "", "104": ""}  # Alice's and Bob's grades, not blanks

@@ -46,7 +46,7 @@ from .records.lms import MOODLE_FIELDS
 from .records.publish import ROSTER_COPY, ClassOptions, export, stored_roster
 from .records.report import report_name, write_json, write_markdown
 from .records.report_types import SubmissionReport
-from .records.roster import Roster, RosterError, RosterProblem, read_roster, rekey, write_roster
+from .records.roster import Roster, RosterError, RosterProblem, adopt, read_roster, rekey, write_roster
 from .runner import CourseCopy, GradeConfig, grade_submission, resolve_notebook
 from .sandbox.sandbox import SandboxUnavailable, probe
 from .submission import display_name, file_sha256
@@ -443,6 +443,15 @@ def _changed_roster(new: Roster, args: argparse.Namespace, parser: argparse.Argu
                          "sis_user_id) to the new roster; nothing was changed")
         for line in kept:
             _say(getattr(args, "quiet", False), f"roster change: {line}")
+        write_roster(keyed, args.out / ROSTER_COPY)
+        return keyed
+    if book is not None and book.current():  # the first roster, after files were graded without one
+        keyed, kept, unplaced = adopt(new, {k: r.file for k, r in book.current().items()})
+        for line in kept:
+            _say(getattr(args, "quiet", False), f"roster: {line}")
+        for line in unplaced:
+            print(f"course-grade: roster: graded, on no roster student (in summary.csv, not in the LMS files): {line}",
+                  file=sys.stderr)
         write_roster(keyed, args.out / ROSTER_COPY)
         return keyed
     (args.out / ROSTER_COPY).write_bytes(args.roster.read_bytes())

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 __all__ = ["Student", "Roster", "RosterError", "Match", "RosterProblem", "read_roster", "UNMATCHED", "rekey",
-           "write_roster"]
+           "adopt", "write_roster"]
 
 #: Prefix of the gradebook key of a file that no roster student matched.
 UNMATCHED = "unmatched:"
@@ -334,6 +334,30 @@ def rekey(old: Roster, new: Roster, graded: list[str]) -> tuple[Roster, list[str
             unmapped.append(f"{s.id}: a new roster student whose id is an old student's graded key")
         students.append(replace(s, id=new_id))
     return (Roster(students, new.points_possible) if not unmapped else new), kept, unmapped
+
+
+def adopt(new: Roster, graded_files: dict[str, str]) -> tuple[Roster, list[str], list[str]]:
+    """A first roster given after files were graded without one (``graded_files``: the gradebook's key of each
+    graded student, a file name, and that file): each roster student whose file it is (:meth:`Roster.student_for`)
+    takes that key as id, so that their grades are theirs in every export; ``(roster, what was kept, graded keys
+    no roster student's)``."""
+    ids: dict[str, str] = {}
+    kept, unplaced = [], []
+    for key, file in graded_files.items():
+        if key.startswith(UNMATCHED):
+            continue
+        student, why = new.student_for(file)
+        if student is None or student.id in ids:
+            unplaced.append(f"{key} ({file}): " + (why if student is None else f"{student.id} has {ids[student.id]}"))
+            continue
+        ids[student.id] = key
+        if student.id != key:
+            kept.append(f"{key} ({file}) is the roster's {student.id} ({why}), kept as {key}")
+    clash = [s.id for s in new.students if s.id not in ids and s.id in ids.values()]
+    if clash:
+        return new, [], [f"{sid}: a roster id that is another graded student's key" for sid in clash]
+    students = [replace(s, id=ids.get(s.id, s.id)) for s in new.students]
+    return Roster(students, new.points_possible), kept, unplaced
 
 
 ROSTER_FIELDS = ["id", "name", "email", "login", "file", "first_name", "last_name", "canvas_id", "sis_user_id",
