@@ -368,7 +368,8 @@ def _check_mha_forward(self: MultiHeadAttention, query: torch.Tensor, key: torch
                              f"query and key must be the same new positions (batch, new, d_model), got query "
                              f"{_shape(query)} and key {_shape(key)}")
     past = cache.length if cache is not None else 0
-    _check_mha_inputs(query, key, value, mask, self.d_model, self.num_heads, past)
+    _check_mha_inputs(query, key, value, mask, self.d_in, self.num_heads, past,
+                      "d_model" if self.d_in == self.d_model else "d_in")
     # Under autocast the inputs may be float16/bfloat16 while the weights stay float32: only their agreement
     # is required then.
     autocast = torch.is_autocast_enabled(query.device.type)
@@ -376,16 +377,16 @@ def _check_mha_forward(self: MultiHeadAttention, query: torch.Tensor, key: torch
 
 
 def _check_mha_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-                      d_model: int, num_heads: int, past: int = 0) -> None:
-    """Check query (batch, seq_q, d_model), key/value (batch, seq_k, d_model) and the mask's shape (over the
-    ``past`` cached keys and the new ones)."""
+                      d_in: int, num_heads: int, past: int = 0, width: str = "d_model") -> None:
+    """Check query (batch, seq_q, d_in), key/value (batch, seq_k, d_in) and the mask's shape (over the
+    ``past`` cached keys and the new ones); ``d_in`` is the inputs' width (the model's d_model unless the module
+    was built with another ``d_in``), named ``width`` in the message."""
     who = "MultiHeadAttention"
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{who}: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 3 or t.shape[-1] != d_model:
-            raise ValueError(f"{who}: {name} must have shape (batch, seq, d_model={d_model}), "
-                             f"got shape {_shape(t)}")
+        if t.dim() != 3 or t.shape[-1] != d_in:
+            raise ValueError(f"{who}: {name} must have shape (batch, seq, {width}={d_in}), got shape {_shape(t)}")
     if not (query.shape[0] == key.shape[0] == value.shape[0]):
         raise ValueError(f"{who}: query, key and value must have the same batch size: query has shape "
                          f"{_shape(query)}, key {_shape(key)}, value {_shape(value)}")
@@ -413,6 +414,9 @@ class MultiHeadAttention(nn.Module):
         d_k: the key size per head (default ``d_model / num_heads``, the paper's). Another value changes
             only the queries and keys (the score q . k / sqrt(d_k) in a smaller or larger space): the values
             keep ``d_v = d_model / num_heads`` per head, so the output keeps width d_model (Table 3, row B).
+        d_in: the width of the inputs query, key and value (default ``d_model``). Another value makes the
+            three projections ``(d_in -> ...)`` while the heads and the output keep ``d_model``: the
+            ``MultiHeadAttention(d_in, d_out, ...)`` of Raschka's book, whose ``d_out`` is ``d_model`` here.
 
     **Key/value cache** (generation, as Hugging Face's models do it): ``forward(x, x, x, cache=cache)`` with a
     :class:`course_lib.models.kv_cache.KVCache` projects only the new positions ``x`` (batch, new, d_model), appends
@@ -422,7 +426,7 @@ class MultiHeadAttention(nn.Module):
     and the new ones, ``(..., new, cache.length + new)``.
 
     Shapes (forward):
-        query ``(batch, seq_q, d_model)``, key and value ``(batch, seq_k, d_model)``;
+        query ``(batch, seq_q, d_in)``, key and value ``(batch, seq_k, d_in)`` (``d_in`` = ``d_model`` by default);
         mask boolean, ``True`` = may attend, broadcastable to ``(batch, num_heads, seq_q, seq_k)``, e.g.
         ``(seq_k,)``, ``(seq_q, seq_k)``, ``(batch, 1, 1, seq_k)``, ``(batch, 1, seq_q, seq_k)``;
         returns ``(output (batch, seq_q, d_model), weights (batch, num_heads, seq_q, seq_k) or None)``.
@@ -440,7 +444,7 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 d_k: int | None = None) -> None:
+                 d_k: int | None = None, d_in: int | None = None) -> None:
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: d_model={d_model} must be divisible by num_heads={num_heads} "
@@ -450,13 +454,17 @@ class MultiHeadAttention(nn.Module):
         if d_k is not None and (isinstance(d_k, bool) or not isinstance(d_k, int) or d_k < 1):
             raise ValueError(f"MultiHeadAttention: d_k must be a positive int (the key size per head) or None, "
                              f"got {d_k!r}")
+        if d_in is not None and (isinstance(d_in, bool) or not isinstance(d_in, int) or d_in < 1):
+            raise ValueError(f"MultiHeadAttention: d_in must be a positive int (the inputs' width) or None (d_model), "
+                             f"got {d_in!r}")
         self.d_model = d_model
+        self.d_in = d_model if d_in is None else d_in
         self.num_heads = num_heads
         self.d_k = d_k if d_k is not None else d_model // num_heads
         self.dropout = dropout
-        self.w_q = nn.Linear(d_model, num_heads * self.d_k, bias=bias)  # the h projections W_i^Q, side by side
-        self.w_k = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_q = nn.Linear(self.d_in, num_heads * self.d_k, bias=bias)  # the h projections W_i^Q, side by side
+        self.w_k = nn.Linear(self.d_in, num_heads * self.d_k, bias=bias)
+        self.w_v = nn.Linear(self.d_in, d_model, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)  # W^O mixes the concatenated heads
 
     @validated_by(_check_mha_forward)
@@ -493,10 +501,15 @@ class MultiHeadAttention(nn.Module):
         return output, weights
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        d_in = f", d_in={self.d_in}" if self.d_in != self.d_model else ""
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, d_k={self.d_k}, dropout={self.dropout}{d_in}"
 
     def _check_paper_key_size(self, who: str) -> None:
-        """PyTorch's module has d_k = d_model / num_heads: raise before copying weights of another shape."""
+        """PyTorch's module has d_k = d_model / num_heads and queries of width d_model: raise before copying weights
+        of another shape."""
+        if self.d_in != self.d_model:
+            raise ValueError(f"{who}: this module has d_in={self.d_in} != d_model={self.d_model}; "
+                             f"nn.MultiheadAttention's queries have the model's width")
         if self.d_k * self.num_heads != self.d_model:
             raise ValueError(f"{who}: this module has d_k={self.d_k} (not d_model / num_heads = "
                              f"{self.d_model // self.num_heads}); nn.MultiheadAttention has no such option")

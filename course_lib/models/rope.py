@@ -25,6 +25,14 @@ They differ by a fixed permutation of each head's features (:func:`rope_permutat
 rows of ``W_q`` and ``W_k`` (:func:`convert_rope_weight`, what Hugging Face's Llama conversion script does)
 turns a checkpoint of one layout into the other with the same attention scores.
 
+**Frequencies.** Checkpoints were trained with the frequencies computed in float32 by one formula,
+``1 / base ** (arange(0, d_k, 2) / d_k)`` (Meta's code, Hugging Face's, LitGPT's); :func:`rope_frequencies` computes
+them the same way, operation for operation, so that the cos/sin tables equal Hugging Face's bit for bit at every
+position. (Notebook 03's :func:`~course_lib.models.positional.sinusoidal_frequencies`, computed in float64 and
+rounded once, is closer to the exact numbers but differs by an ulp or two: at position 8192 that is 3e-5 in a
+cosine with base 1e4 and 5e-4 with base 5e5, and 1e-2 in a model's logits.) Llama 3.1's **frequency scaling**
+(:class:`Llama3Scaling`, ``rope_scaling`` in ``config.json``) slows the low frequencies down for long contexts.
+
 Shapes: ``x`` ``(..., seq, d_k)`` (e.g. ``(batch, heads, seq, d_k)``; another axis with ``seq_dim``),
 ``positions`` ``(seq,)`` or ``(batch, seq)`` integer absolute positions (with a key/value cache they start at
 ``cache.seen``).
@@ -37,13 +45,17 @@ Example:
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
 
-from course_lib.models.positional import sinusoidal_frequencies
 from course_lib.validation import validated_by
 
 __all__ = [
     "ROPE_LAYOUTS",
+    "Llama3Scaling",
+    "rope_frequencies",
     "rope_angles",
     "apply_rope",
     "rope_rotation",
@@ -74,11 +86,108 @@ def _require_positions(positions: object, who: str) -> None:
                          f"{tuple(getattr(positions, 'shape', ()))}")
 
 
-def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0) -> torch.Tensor:
+@dataclass(frozen=True)
+class Llama3Scaling:
+    """Llama 3.1's RoPE frequency scaling (``rope_type`` ``"llama3"``), to stretch a context of
+    ``original_max_position_embeddings`` positions ``factor`` times.
+
+    Frequencies whose wavelength ``2 pi / omega`` is longer than ``original_max_position_embeddings /
+    low_freq_factor`` turn ``factor`` times slower; those shorter than ``original_max_position_embeddings /
+    high_freq_factor`` are kept; in between, ``omega`` is interpolated between the two, smoothly in
+    ``original_max_position_embeddings / wavelength``. Meta's formula, as Hugging Face's ``_compute_llama3_parameters``
+    writes it.
+
+    Example:
+        >>> Llama3Scaling.from_config({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        ...                            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+        Llama3Scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192)
+    """
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+
+    def __post_init__(self) -> None:
+        for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"Llama3Scaling: {name} must be a number > 0, got {value!r}")
+        if not self.high_freq_factor > self.low_freq_factor:
+            raise ValueError(f"Llama3Scaling: high_freq_factor must be > low_freq_factor, got "
+                             f"{self.high_freq_factor!r} and {self.low_freq_factor!r}")
+
+    @classmethod
+    def from_config(cls, scaling: dict | None, who: str = "Llama3Scaling", max_position_embeddings: int | None = None
+                    ) -> Llama3Scaling | None:
+        """The scaling a ``config.json``'s ``rope_scaling`` (or ``rope_parameters``) describes: None for plain
+        RoPE (``rope_type`` ``"default"`` or no entry), a :class:`Llama3Scaling` for ``"llama3"``; any other type
+        is refused by name. ``original_max_position_embeddings`` defaults to ``max_position_embeddings``, as in
+        Hugging Face."""
+        if scaling is None:
+            return None
+        if not isinstance(scaling, dict):
+            raise ValueError(f"{who}: rope_scaling must be a dict or None, got {type(scaling).__name__}")
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind == "default":
+            return None
+        if kind != "llama3":
+            raise ValueError(f"{who}: rope_scaling of rope_type {kind!r} is not supported: only 'default' (plain "
+                             f"RoPE) and 'llama3' (Llama 3.1's frequency scaling)")
+        values = dict(scaling)
+        if max_position_embeddings is not None:
+            values.setdefault("original_max_position_embeddings", max_position_embeddings)
+        fields = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+        missing = [name for name in fields if name not in values]
+        if missing:
+            raise ValueError(f"{who}: rope_scaling of rope_type 'llama3' needs {list(fields)}; missing {missing}")
+        return cls(*(values[name] for name in fields))
+
+    def apply(self, omega: torch.Tensor) -> torch.Tensor:
+        """Scale float32 frequencies ``omega`` ``(d_k/2,)`` -> ``(d_k/2,)``."""
+        old_context = self.original_max_position_embeddings
+        low_freq_wavelength = old_context / self.low_freq_factor
+        high_freq_wavelength = old_context / self.high_freq_factor
+        wavelength = 2 * math.pi / omega  # (d_k/2,)
+        slowed = torch.where(wavelength > low_freq_wavelength, omega / self.factor, omega)  # long waves: slower
+        smooth = (old_context / wavelength - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor)
+        blended = (1 - smooth) * slowed / self.factor + smooth * slowed  # in between: interpolated
+        medium = ~(wavelength < high_freq_wavelength) * ~(wavelength > low_freq_wavelength)
+        return torch.where(medium, blended, slowed)
+
+
+def rope_frequencies(d_k: int, base: float = 10000.0, scaling: Llama3Scaling | None = None) -> torch.Tensor:
+    """The frequencies ``omega_i = 1 / base^(2i/d_k)``, ``i = 0 .. d_k/2 - 1``, computed in float32 as the
+    checkpoints' own code computes them (the exponents ``2i / d_k`` in float32, then the power, then the
+    reciprocal); ``scaling`` applies Llama 3.1's scaling (:class:`Llama3Scaling`).
+
+    Notebook 03's frequencies over ``d_k`` features; the float32 formula, rather than notebook 03's float64 one, is
+    what makes the angles equal Hugging Face's at long positions, where an ulp of ``omega`` times a position
+    of 8192 is a visible angle.
+
+    Shapes: -> float32 ``(d_k // 2,)``.
+
+    Example:
+        >>> rope_frequencies(4)
+        tensor([1.0000, 0.0100])
+    """
+    _require_d_k(d_k, "rope_frequencies")
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
+        raise ValueError(f"rope_frequencies: base must be a number > 1, got {base!r}")
+    if scaling is not None and not isinstance(scaling, Llama3Scaling):
+        raise ValueError(f"rope_frequencies: scaling must be a Llama3Scaling or None, got {type(scaling).__name__}")
+    exponents = torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k  # (d_k/2,): 2i / d_k
+    omega = 1.0 / (float(base) ** exponents)
+    return omega if scaling is None else scaling.apply(omega)
+
+
+def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0,
+                scaling: Llama3Scaling | None = None) -> torch.Tensor:
     """The rotation angles ``theta[..., i] = position * omega_i`` with ``omega_i = base^(-2i/d_k)``.
 
-    The frequencies are notebook 03's (:func:`course_lib.models.positional.sinusoidal_frequencies` over ``d_k``
-    features). Computed in float32, as Hugging Face's Llama does, so that angles agree with theirs.
+    The frequencies are :func:`rope_frequencies` (float32, as Hugging Face's Llama computes them, optionally
+    scaled), and each angle one float32 product, as in Hugging Face's ``LlamaRotaryEmbedding``: the angles, and
+    so the cos/sin tables, equal theirs exactly at every position.
 
     Shapes: ``positions`` integer ``(seq,)`` or ``(batch, seq)`` -> float32 ``(*positions.shape, d_k // 2)``.
 
@@ -89,13 +198,12 @@ def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0) -> tor
                 [2.0000, 0.0200]])
     """
     _require_positions(positions, "rope_angles")
-    _require_d_k(d_k, "rope_angles")
-    omega = sinusoidal_frequencies(d_k, base).to(positions.device)  # (d_k/2,)
+    omega = rope_frequencies(d_k, base, scaling).to(positions.device)  # (d_k/2,)
     return positions.to(torch.float32)[..., None] * omega  # (..., seq, d_k/2)
 
 
 def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half",
-                      seq_dim: int = -2) -> None:
+                      seq_dim: int = -2, scaling: Llama3Scaling | None = None) -> None:
     who = "apply_rope"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or x.shape[-1] % 2:
         raise ValueError(f"{who}: x must be a floating-point tensor of shape (..., seq, d_k) with d_k even, got "
@@ -117,7 +225,7 @@ def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10
 
 @validated_by(_check_apply_rope)
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half",
-               seq_dim: int = -2) -> torch.Tensor:
+               seq_dim: int = -2, scaling: Llama3Scaling | None = None) -> torch.Tensor:
     """Rotate each pair of ``x``'s features by ``position * omega_i``: queries and keys before attention.
 
     With ``(a, b)`` a pair (``(2i, 2i+1)`` for ``"interleaved"``, ``(i, i + d_k/2)`` for ``"half"``) and
@@ -135,6 +243,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
         layout: ``"half"`` (Hugging Face) or ``"interleaved"`` (Meta's original, GPT-J).
         seq_dim: the axis of positions: -2 for the course's ``(batch, heads, seq, d_k)``, 1 for Meta's
             ``(batch, seq, heads, d_k)``. (It cannot be told from the shape when ``heads == seq``: say it.)
+        scaling: Llama 3.1's frequency scaling (:class:`Llama3Scaling`), or None for plain RoPE.
 
     Returns: a tensor of ``x``'s shape and dtype.
 
@@ -143,7 +252,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
         >>> apply_rope(x, torch.tensor([1]))                  # rotated by 1 radian
         tensor([[0.5403, 0.8415]])
     """
-    angles = rope_angles(positions.to(x.device), x.shape[-1], base)  # (seq, d_k/2) or (batch, seq, d_k/2)
+    angles = rope_angles(positions.to(x.device), x.shape[-1], base, scaling)  # (seq, d_k/2) or (batch, seq, d_k/2)
     shape = [1] * x.dim()  # angles broadcast over every axis but batch, seq and the pairs
     shape[seq_dim], shape[-1] = x.shape[seq_dim], x.shape[-1] // 2
     if positions.dim() == 2:
