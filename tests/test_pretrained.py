@@ -14,6 +14,7 @@ from course_lib.generation.sampling import generate
 from course_lib.models.gpt import GPT
 from course_lib.models.llama import Llama
 from course_lib.models.pretrained import load_gpt2, load_llama, read_checkpoint
+from course_lib.models.rope import Llama3Scaling
 
 transformers = pytest.importorskip("transformers")
 
@@ -182,7 +183,7 @@ def test_logits_at_long_positions_equal_hugging_faces(tmp_path: Path, rope: dict
     1e-10: the rotary tables are theirs bit for bit (with float64-rounded frequencies they were 1e-2 apart)."""
     theirs = _llama_with(rope).double()
     ours = load_llama(_save(theirs, tmp_path), dtype=torch.float64)
-    assert (ours.layers[0].self_attn.rope_scaling is None) == ("factor" not in rope)
+    assert isinstance(ours.layers[0].self_attn.rope_base, Llama3Scaling) == ("factor" in rope)
     tokens = torch.randint(0, 100, (2, 96))
     positions = torch.stack([torch.arange(2048, 2048 + 96), torch.arange(4000, 4096)])  # (batch, seq)
     with torch.no_grad():

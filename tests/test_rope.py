@@ -177,9 +177,9 @@ def test_llama3_scaling_equals_hugging_faces(d_k: int) -> None:
     all present with d_k = 8 and an original context of 512; the tables at 8192 positions equal theirs."""
     config = transformers.LlamaConfig(hidden_size=4 * d_k, num_attention_heads=4, max_position_embeddings=4096,
                                       rope_parameters={"rope_theta": 500000.0, **LLAMA3})
-    scaling = Llama3Scaling.from_config(LLAMA3)
+    scaling = Llama3Scaling.from_config(LLAMA3, 500000.0)
     rotary = modeling_llama.LlamaRotaryEmbedding(config)
-    omega = rope_frequencies(d_k, 500000.0, scaling)
+    omega = rope_frequencies(d_k, scaling)
     assert torch.equal(omega, rotary.inv_freq)
     plain = rope_frequencies(d_k, 500000.0)
     assert (omega == plain).any() and (omega == plain / 8).any() and ((omega != plain) & (omega != plain / 8)).any()
@@ -187,7 +187,7 @@ def test_llama3_scaling_equals_hugging_faces(d_k: int) -> None:
     cos_hf, sin_hf = rotary(torch.randn(1, 8192, d_k), positions[None])
     q = torch.randn(1, 2, 8192, d_k)
     q_hf, _ = modeling_llama.apply_rotary_pos_emb(q, q, cos_hf, sin_hf)
-    assert torch.equal(apply_rope(q, positions, 500000.0, scaling=scaling), q_hf)
+    assert torch.equal(apply_rope(q, positions, scaling), q_hf)
 
 
 @pytest.mark.parametrize("scaling, words", [
@@ -197,11 +197,14 @@ def test_llama3_scaling_equals_hugging_faces(d_k: int) -> None:
     ({"rope_type": "llama3", "factor": 8.0}, r"missing \['low_freq_factor', 'high_freq_factor'"),
     ({**LLAMA3, "factor": 0}, "factor must be a number > 0"),
     ({**LLAMA3, "high_freq_factor": 0.5}, "high_freq_factor must be > low_freq_factor"),
+    ("llama3", "rope_scaling must be a dict or None"),
 ])
 def test_other_rope_scalings_are_refused_by_name(scaling: dict, words: str) -> None:
     with pytest.raises(ValueError, match=words):
-        Llama3Scaling.from_config(scaling)
+        Llama3Scaling.from_config(scaling, 500000.0)
     assert Llama3Scaling.from_config({"rope_type": "default", "rope_theta": 1e4}) is None
+    with pytest.raises(ValueError, match="rope_theta must be a number > 1"):
+        Llama3Scaling.from_config(LLAMA3, 0.5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])

@@ -127,10 +127,10 @@ class GroupedQueryAttention(nn.Module):
             attention; 1: multi-query attention).
         d_k: features per head (default ``d_model // num_heads``; some models choose another).
         bias: biases on the four projections (Llama: none).
-        rope_base: RoPE's ``base`` (``rope_theta``).
+        rope_base: RoPE's ``base`` (``rope_theta``), or a :class:`~course_lib.models.rope.Llama3Scaling` (Llama 3.1's
+            scaled frequencies, its ``rope_theta`` included).
         rope_layout: ``"half"`` (Hugging Face) or ``"interleaved"`` (Meta's original checkpoints).
         window: sliding-window length, or None for full causal attention.
-        rope_scaling: Llama 3.1's frequency scaling (:class:`~course_lib.models.rope.Llama3Scaling`), or None.
 
     Weights: ``w_q`` ``(num_heads * d_k, d_model)``, ``w_k`` and ``w_v`` ``(num_kv_heads * d_k, d_model)``,
     ``w_o`` ``(d_model, num_heads * d_k)`` (Hugging Face's ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``).
@@ -154,8 +154,8 @@ class GroupedQueryAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int | None = None, d_k: int | None = None,
-                 bias: bool = False, rope_base: float = 10000.0, rope_layout: str = "half",
-                 window: int | None = None, rope_scaling: Llama3Scaling | None = None) -> None:
+                 bias: bool = False, rope_base: float | Llama3Scaling = 10000.0, rope_layout: str = "half",
+                 window: int | None = None) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
         check_positive_ints("GroupedQueryAttention", d_model=d_model, num_heads=num_heads, num_kv_heads=num_kv_heads)
@@ -175,10 +175,10 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(f"GroupedQueryAttention: rope_layout must be one of {ROPE_LAYOUTS}, got {rope_layout!r}")
         if window is not None:
             check_positive_ints("GroupedQueryAttention", window=window)
-        if rope_scaling is not None and not isinstance(rope_scaling, Llama3Scaling):
-            raise ValueError(f"GroupedQueryAttention: rope_scaling must be a Llama3Scaling or None, got "
-                             f"{type(rope_scaling).__name__} (Llama3Scaling.from_config reads a config's dict)")
-        self.rope_scaling = rope_scaling
+        if not isinstance(rope_base, Llama3Scaling) and (isinstance(rope_base, bool) or not isinstance(
+                rope_base, (int, float)) or not rope_base > 1):
+            raise ValueError(f"GroupedQueryAttention: rope_base must be a number > 1 (rope_theta) or a "
+                             f"Llama3Scaling, got {rope_base!r}")
         self.d_model, self.num_heads, self.num_kv_heads, self.d_k = d_model, num_heads, num_kv_heads, d_k
         self.rope_base, self.rope_layout, self.window = rope_base, rope_layout, window
         self.w_q = nn.Linear(d_model, num_heads * d_k, bias=bias)
@@ -218,8 +218,8 @@ class GroupedQueryAttention(nn.Module):
         q = split_heads(self.w_q(x), self.num_heads)  # (batch, num_heads, seq, d_k)
         k = split_heads(self.w_k(x), self.num_kv_heads)  # (batch, num_kv_heads, seq, d_k)
         v = split_heads(self.w_v(x), self.num_kv_heads)  # (batch, num_kv_heads, seq, d_k)
-        q = apply_rope(q, positions, self.rope_base, self.rope_layout, scaling=self.rope_scaling)
-        k = apply_rope(k, positions, self.rope_base, self.rope_layout, scaling=self.rope_scaling)  # then cached
+        q = apply_rope(q, positions, self.rope_base, self.rope_layout)
+        k = apply_rope(k, positions, self.rope_base, self.rope_layout)  # rotated once, then cached
         key_indices = indices  # (keys,): without a cache, the keys are these tokens
         if cache is not None:
             k, v = cache.update(k, v)  # (batch, num_kv_heads, keys, d_k): the cached positions, then these
@@ -238,5 +238,4 @@ class GroupedQueryAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"d_model={self.d_model}, num_heads={self.num_heads}, num_kv_heads={self.num_kv_heads}, "
-                f"d_k={self.d_k}, rope_layout={self.rope_layout!r}, window={self.window}"
-                + (f", rope_scaling={self.rope_scaling}" if self.rope_scaling else ""))
+                f"d_k={self.d_k}, rope_layout={self.rope_layout!r}, window={self.window}")

@@ -158,13 +158,13 @@ class LlamaBlock(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int | None = None, d_ff: int | None = None,
-                 norm_eps: float = 1e-6, rope_base: float = 10000.0, rope_layout: str = "half",
+                 norm_eps: float = 1e-6, rope_base: float | Llama3Scaling = 10000.0, rope_layout: str = "half",
                  window: int | None = None, d_k: int | None = None, attention_bias: bool = False,
-                 mlp_bias: bool = False, rope_scaling: Llama3Scaling | None = None) -> None:
+                 mlp_bias: bool = False) -> None:
         super().__init__()
         self.norm1 = RMSNorm(d_model, norm_eps)
         self.self_attn = GroupedQueryAttention(d_model, num_heads, num_kv_heads, d_k, attention_bias, rope_base,
-                                               rope_layout, window, rope_scaling)
+                                               rope_layout, window)
         self.norm2 = RMSNorm(d_model, norm_eps)
         self.feed_forward = SwiGLU(d_model, d_ff, mlp_bias)
 
@@ -185,13 +185,13 @@ class Llama(nn.Module):
         max_len: the context the model is meant for (Hugging Face's ``max_position_embeddings``). RoPE has no
             table that ends there, so it is recorded, not enforced; a ``window`` bounds what each query sees.
         norm_eps: the RMSNorms' epsilon.
-        rope_base, rope_layout: RoPE's base (``rope_theta``) and pairing (``"half"`` for Hugging Face's
+        rope_base, rope_layout: RoPE's base (``rope_theta``, or a :class:`~course_lib.models.rope.Llama3Scaling` for
+            Llama 3.1's scaled frequencies) and pairing (``"half"`` for Hugging Face's
             checkpoints, ``"interleaved"`` for Meta's original ones).
         window: sliding-window attention length (Mistral), or None.
         tie_weights: share ``lm_head``'s weight with the token embedding.
         d_k: features per head (default ``d_model // num_heads``).
         attention_bias, mlp_bias: biases on the projections (Llama: none).
-        rope_scaling: Llama 3.1's frequency scaling (:class:`~course_lib.models.rope.Llama3Scaling`), or None.
 
     Initialisation as Hugging Face's: N(0, 0.02^2) for every matrix, zeros for biases, ones for the norms.
 
@@ -211,10 +211,9 @@ class Llama(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int = 128, num_heads: int = 4, num_layers: int = 4,
                  num_kv_heads: int | None = None, d_ff: int | None = None, max_len: int = 2048,
-                 norm_eps: float = 1e-6, rope_base: float = 10000.0, rope_layout: str = "half",
+                 norm_eps: float = 1e-6, rope_base: float | Llama3Scaling = 10000.0, rope_layout: str = "half",
                  window: int | None = None, tie_weights: bool = False, d_k: int | None = None,
-                 attention_bias: bool = False, mlp_bias: bool = False,
-                 rope_scaling: Llama3Scaling | None = None) -> None:
+                 attention_bias: bool = False, mlp_bias: bool = False) -> None:
         super().__init__()
         check_positive_ints("Llama", minimum=2, vocab_size=vocab_size)
         check_positive_ints("Llama", d_model=d_model, num_heads=num_heads, num_layers=num_layers, max_len=max_len)
@@ -222,7 +221,7 @@ class Llama(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, d_model)
         self.layers = nn.ModuleList(
             LlamaBlock(d_model, num_heads, num_kv_heads, d_ff, norm_eps, rope_base, rope_layout, window, d_k,
-                       attention_bias, mlp_bias, rope_scaling) for _ in range(num_layers))
+                       attention_bias, mlp_bias) for _ in range(num_layers))
         self.norm = RMSNorm(d_model, norm_eps)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
         self._reset_parameters()

@@ -226,13 +226,14 @@ def load_gpt2(folder: str | os.PathLike, dtype: torch.dtype | str | None = torch
     return model.eval()
 
 
-def _rope_settings(config: dict, who: str) -> tuple[float, Llama3Scaling | None]:
-    """``rope_theta`` and the frequency scaling from a config of transformers 4 (top level, ``rope_scaling``) or 5
-    (``rope_parameters``): plain RoPE or Llama 3.1's scaling; any other ``rope_type`` is refused by name."""
+def _rope_base(config: dict, who: str) -> float | Llama3Scaling:
+    """``rope_theta``, or Llama 3.1's scaling with it, from a config of transformers 4 (top level, ``rope_scaling``)
+    or 5 (``rope_parameters``); any other ``rope_type`` is refused by name."""
     parameters = config.get("rope_parameters") or {}
-    scaling = Llama3Scaling.from_config(config.get("rope_scaling") or parameters, f"{who} (config.json)",
+    theta = float(parameters.get("rope_theta", config.get("rope_theta", 10000.0)))
+    scaling = Llama3Scaling.from_config(config.get("rope_scaling") or parameters, theta, f"{who} (config.json)",
                                         config.get("max_position_embeddings"))
-    return float(parameters.get("rope_theta", config.get("rope_theta", 10000.0))), scaling
+    return theta if scaling is None else scaling
 
 
 def load_llama(folder: str | os.PathLike, dtype: torch.dtype | str | None = torch.float32) -> Llama:
@@ -243,9 +244,10 @@ def load_llama(folder: str | os.PathLike, dtype: torch.dtype | str | None = torc
     ``post_attention_layernorm`` -> ``norm2``, ``mlp.{gate,up,down}_proj`` -> ``feed_forward.w_gate|w_up|w_down``,
     ``model.norm`` -> ``norm``, ``lm_head`` -> ``lm_head`` (or the embedding when ``tie_word_embeddings``).
     ``nn.Linear`` stores ``(out, in)`` on both sides: nothing is transposed. Mistral's ``sliding_window`` becomes
-    the model's ``window``; ``rope_scaling`` of type ``"llama3"`` becomes its
-    :class:`~course_lib.models.rope.Llama3Scaling` (other types are refused by name). The model is returned in eval
-    mode, in ``dtype`` (a torch.dtype or its name, e.g. ``"float16"``; None: the checkpoint's dtype).
+    the model's ``window``; ``rope_scaling`` of type ``"llama3"`` becomes a
+    :class:`~course_lib.models.rope.Llama3Scaling` as its ``rope_base`` (other types are refused by name). The model
+    is returned in eval mode, in ``dtype`` (a torch.dtype or its name, e.g. ``"float16"``; None: the checkpoint's
+    dtype).
 
     Shapes: the model maps tokens ``(batch, seq)`` to logits ``(batch, seq, vocab_size)``.
 
@@ -262,7 +264,7 @@ def load_llama(folder: str | os.PathLike, dtype: torch.dtype | str | None = torc
                          f"'mistral'")
     _require_keys(config, folder, who, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
                   "intermediate_size")
-    rope_base, rope_scaling = _rope_settings(config, who)
+    rope_base = _rope_base(config, who)
     if config.get("hidden_act", "silu") != "silu":
         raise ValueError(f"{who}: hidden_act {config['hidden_act']!r} is not SwiGLU's 'silu'")
     tied, num_layers = config.get("tie_word_embeddings", False), config["num_hidden_layers"]
@@ -271,7 +273,7 @@ def load_llama(folder: str | os.PathLike, dtype: torch.dtype | str | None = torc
                   max_len=config.get("max_position_embeddings", 2048), norm_eps=config.get("rms_norm_eps", 1e-6),
                   rope_base=rope_base, window=config.get("sliding_window"), tie_weights=tied,
                   d_k=config.get("head_dim"), attention_bias=config.get("attention_bias", False),
-                  mlp_bias=config.get("mlp_bias", False), rope_scaling=rope_scaling)
+                  mlp_bias=config.get("mlp_bias", False))
     used: set[str] = set()
     get = _getter(state, _prefix(state, "model.", "embed_tokens"), used, who)
     ours = {"token_embedding.weight": get("embed_tokens.weight"), "norm.weight": get("norm.weight")}

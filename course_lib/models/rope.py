@@ -95,14 +95,17 @@ class Llama3Scaling:
     low_freq_factor`` turn ``factor`` times slower; those shorter than ``original_max_position_embeddings /
     high_freq_factor`` are kept; in between, ``omega`` is interpolated between the two, smoothly in
     ``original_max_position_embeddings / wavelength``. Meta's formula, as Hugging Face's ``_compute_llama3_parameters``
-    writes it.
+    writes it. It holds the base ``rope_theta`` too, and goes wherever a RoPE ``base`` is asked for
+    (:func:`apply_rope`, :class:`~course_lib.models.llama.Llama`'s ``rope_base``): the frequencies it describes.
 
     Example:
-        >>> Llama3Scaling.from_config({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-        ...                            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
-        Llama3Scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192)
+        >>> scaling = Llama3Scaling.from_config({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        ...     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, rope_theta=500000.0)
+        >>> scaling.rope_theta, scaling.factor
+        (500000.0, 8.0)
     """
 
+    rope_theta: float
     factor: float
     low_freq_factor: float
     high_freq_factor: float
@@ -113,13 +116,14 @@ class Llama3Scaling:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"Llama3Scaling: {name} must be a number > 0, got {value!r}")
+        _require_base(self.rope_theta, "Llama3Scaling", "rope_theta")
         if not self.high_freq_factor > self.low_freq_factor:
             raise ValueError(f"Llama3Scaling: high_freq_factor must be > low_freq_factor, got "
                              f"{self.high_freq_factor!r} and {self.low_freq_factor!r}")
 
     @classmethod
-    def from_config(cls, scaling: dict | None, who: str = "Llama3Scaling", max_position_embeddings: int | None = None
-                    ) -> Llama3Scaling | None:
+    def from_config(cls, scaling: dict | None, rope_theta: float = 10000.0, who: str = "Llama3Scaling",
+                    max_position_embeddings: int | None = None) -> Llama3Scaling | None:
         """The scaling a ``config.json``'s ``rope_scaling`` (or ``rope_parameters``) describes: None for plain
         RoPE (``rope_type`` ``"default"`` or no entry), a :class:`Llama3Scaling` for ``"llama3"``; any other type
         is refused by name. ``original_max_position_embeddings`` defaults to ``max_position_embeddings``, as in
@@ -141,7 +145,7 @@ class Llama3Scaling:
         missing = [name for name in fields if name not in values]
         if missing:
             raise ValueError(f"{who}: rope_scaling of rope_type 'llama3' needs {list(fields)}; missing {missing}")
-        return cls(*(values[name] for name in fields))
+        return cls(rope_theta, *(values[name] for name in fields))
 
     def apply(self, omega: torch.Tensor) -> torch.Tensor:
         """Scale float32 frequencies ``omega`` ``(d_k/2,)`` -> ``(d_k/2,)``."""
@@ -156,10 +160,15 @@ class Llama3Scaling:
         return torch.where(medium, blended, slowed)
 
 
-def rope_frequencies(d_k: int, base: float = 10000.0, scaling: Llama3Scaling | None = None) -> torch.Tensor:
+def _require_base(base: object, who: str, name: str = "base") -> None:
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
+        raise ValueError(f"{who}: {name} must be a number > 1 (rope_theta) or a Llama3Scaling, got {base!r}")
+
+
+def rope_frequencies(d_k: int, base: float | Llama3Scaling = 10000.0) -> torch.Tensor:
     """The frequencies ``omega_i = 1 / base^(2i/d_k)``, ``i = 0 .. d_k/2 - 1``, computed in float32 as the
     checkpoints' own code computes them (the exponents ``2i / d_k`` in float32, then the power, then the
-    reciprocal); ``scaling`` applies Llama 3.1's scaling (:class:`Llama3Scaling`).
+    reciprocal); a :class:`Llama3Scaling` as ``base`` gives its ``rope_theta``'s frequencies, scaled.
 
     Notebook 03's frequencies over ``d_k`` features; the float32 formula, rather than notebook 03's float64 one, is
     what makes the angles equal Hugging Face's at long positions, where an ulp of ``omega`` times a position
@@ -172,22 +181,20 @@ def rope_frequencies(d_k: int, base: float = 10000.0, scaling: Llama3Scaling | N
         tensor([1.0000, 0.0100])
     """
     _require_d_k(d_k, "rope_frequencies")
-    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
-        raise ValueError(f"rope_frequencies: base must be a number > 1, got {base!r}")
-    if scaling is not None and not isinstance(scaling, Llama3Scaling):
-        raise ValueError(f"rope_frequencies: scaling must be a Llama3Scaling or None, got {type(scaling).__name__}")
+    scaling = base if isinstance(base, Llama3Scaling) else None
+    theta = base.rope_theta if scaling is not None else base
+    _require_base(theta, "rope_frequencies")
     exponents = torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k  # (d_k/2,): 2i / d_k
-    omega = 1.0 / (float(base) ** exponents)
+    omega = 1.0 / (float(theta) ** exponents)
     return omega if scaling is None else scaling.apply(omega)
 
 
-def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0,
-                scaling: Llama3Scaling | None = None) -> torch.Tensor:
+def rope_angles(positions: torch.Tensor, d_k: int, base: float | Llama3Scaling = 10000.0) -> torch.Tensor:
     """The rotation angles ``theta[..., i] = position * omega_i`` with ``omega_i = base^(-2i/d_k)``.
 
-    The frequencies are :func:`rope_frequencies` (float32, as Hugging Face's Llama computes them, optionally
-    scaled), and each angle one float32 product, as in Hugging Face's ``LlamaRotaryEmbedding``: the angles, and
-    so the cos/sin tables, equal theirs exactly at every position.
+    The frequencies are :func:`rope_frequencies` (float32, as Hugging Face's Llama computes them; scaled when
+    ``base`` is a :class:`Llama3Scaling`), and each angle one float32 product, as in Hugging Face's
+    ``LlamaRotaryEmbedding``: the angles, and so the cos/sin tables, equal theirs exactly at every position.
 
     Shapes: ``positions`` integer ``(seq,)`` or ``(batch, seq)`` -> float32 ``(*positions.shape, d_k // 2)``.
 
@@ -198,12 +205,12 @@ def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0,
                 [2.0000, 0.0200]])
     """
     _require_positions(positions, "rope_angles")
-    omega = rope_frequencies(d_k, base, scaling).to(positions.device)  # (d_k/2,)
+    omega = rope_frequencies(d_k, base).to(positions.device)  # (d_k/2,)
     return positions.to(torch.float32)[..., None] * omega  # (..., seq, d_k/2)
 
 
 def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half",
-                      seq_dim: int = -2, scaling: Llama3Scaling | None = None) -> None:
+                      seq_dim: int = -2) -> None:
     who = "apply_rope"
     if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2 or x.shape[-1] % 2:
         raise ValueError(f"{who}: x must be a floating-point tensor of shape (..., seq, d_k) with d_k even, got "
@@ -225,7 +232,7 @@ def _check_apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10
 
 @validated_by(_check_apply_rope)
 def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, layout: str = "half",
-               seq_dim: int = -2, scaling: Llama3Scaling | None = None) -> torch.Tensor:
+               seq_dim: int = -2) -> torch.Tensor:
     """Rotate each pair of ``x``'s features by ``position * omega_i``: queries and keys before attention.
 
     With ``(a, b)`` a pair (``(2i, 2i+1)`` for ``"interleaved"``, ``(i, i + d_k/2)`` for ``"half"``) and
@@ -239,11 +246,10 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
     Args:
         x: ``(..., seq, d_k)``, e.g. queries ``(batch, heads, seq, d_k)``; ``d_k`` even.
         positions: integer ``(seq,)`` (the same for the whole batch) or ``(batch, seq)``; absolute positions.
-        base: the frequencies' base (``rope_theta``).
+        base: the frequencies' base (``rope_theta``), or a :class:`Llama3Scaling` (Llama 3.1's scaled frequencies).
         layout: ``"half"`` (Hugging Face) or ``"interleaved"`` (Meta's original, GPT-J).
         seq_dim: the axis of positions: -2 for the course's ``(batch, heads, seq, d_k)``, 1 for Meta's
             ``(batch, seq, heads, d_k)``. (It cannot be told from the shape when ``heads == seq``: say it.)
-        scaling: Llama 3.1's frequency scaling (:class:`Llama3Scaling`), or None for plain RoPE.
 
     Returns: a tensor of ``x``'s shape and dtype.
 
@@ -252,7 +258,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
         >>> apply_rope(x, torch.tensor([1]))                  # rotated by 1 radian
         tensor([[0.5403, 0.8415]])
     """
-    angles = rope_angles(positions.to(x.device), x.shape[-1], base, scaling)  # (seq, d_k/2) or (batch, seq, d_k/2)
+    angles = rope_angles(positions.to(x.device), x.shape[-1], base)  # (seq, d_k/2) or (batch, seq, d_k/2)
     shape = [1] * x.dim()  # angles broadcast over every axis but batch, seq and the pairs
     shape[seq_dim], shape[-1] = x.shape[seq_dim], x.shape[-1] // 2
     if positions.dim() == 2:
