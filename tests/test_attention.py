@@ -407,3 +407,21 @@ def test_inputs_of_another_width_are_named_and_pytorchs_module_refused() -> None
     with pytest.raises(ValueError, match="d_in must be a positive int"):
         MultiHeadAttention(8, 2, d_in=0)
     assert "d_in=5" in repr(mha) and MultiHeadAttention(8, 2).d_in == 8
+
+
+def test_checks_remembered_for_a_shape_still_refuse_what_differs() -> None:
+    """fused_attention remembers the signatures (shapes, dtypes) it has checked; a call that differs in anything the
+    checks read is still refused, and the ambiguous 2-D mask (batch == seq_q) is always looked at."""
+    q, k, v = torch.randn(3, 2, 3, 8), torch.randn(3, 2, 3, 8), torch.randn(3, 2, 3, 8)
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    for _ in range(2):
+        fused_attention(q, k, v, causal)  # causal: read as (seq_q, seq_k), accepted (and remembered)
+    padding = torch.tensor([[True, True, False], [True, False, False], [True, True, True]])  # not causal
+    with pytest.raises(ValueError, match="ambiguous"):
+        fused_attention(q, k, v, padding)
+    with pytest.raises(TypeError, match="boolean"):
+        fused_attention(q, k, v, causal.float())
+    with pytest.raises(ValueError, match="same feature size"):
+        fused_attention(q, k[..., :4], v)
+    with pytest.raises(TypeError, match="same dtype"):
+        fused_attention(q, k.double(), v)

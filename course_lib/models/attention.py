@@ -104,6 +104,25 @@ def _is_causal(mask: torch.Tensor) -> bool:
     return torch.equal(mask, torch.tril(torch.ones_like(mask), diagonal=offset))
 
 
+#: Signatures (shapes and dtypes of query, key, value and mask) that passed :func:`_check_attention_inputs`: a
+#: model calls attention with the same few shapes again and again, and a signature seen before is checked by one
+#: lookup instead of a dozen comparisons (measured: 1 us against 4-14 us, 3-9 % of a 64-token call).
+_VALID_SIGNATURES: set[tuple] = set()
+_MAX_SIGNATURES = 1024  # generation with a growing cache adds a signature per step: a bound, then a fresh start
+
+
+def _signature(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None) -> tuple | None:
+    """What the checks depend on, or None where they look further (a mask whose values decide: 2-D, batch ==
+    seq_q) or the arguments are not all tensors."""
+    try:
+        masked = None if mask is None else (mask.shape, mask.dtype)
+        if mask is not None and mask.dim() == 2 and query.dim() >= 3 and query.shape[0] == query.shape[-2] > 1:
+            return None  # the ambiguous 2-D mask: its values decide
+        return query.shape, key.shape, value.shape, query.dtype, key.dtype, value.dtype, masked
+    except AttributeError:  # not tensors: the full checks name them
+        return None
+
+
 def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                             mask: torch.Tensor | None, who: str = "scaled_dot_product_attention") -> None:
     """Check the shapes of query (..., seq_q, d_k), key (..., seq_k, d_k), value (..., seq_k, d_v), mask.
@@ -112,6 +131,9 @@ def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch
     nothing beside the kernel even for short sequences; a mask adds its shape check (and, in the ambiguous
     2-D case only, a look at its values).
     """
+    signature = _signature(query, key, value, mask)
+    if signature is not None and signature in _VALID_SIGNATURES:
+        return
     if not (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and isinstance(value, torch.Tensor)
             and query.dim() >= 2 and key.dim() >= 2 and value.dim() >= 2):
         for name, t in (("query", query), ("key", key), ("value", value)):
@@ -135,6 +157,10 @@ def _check_attention_inputs(query: torch.Tensor, key: torch.Tensor, value: torch
         scores = (*q_shape[:-1], k_shape[-2])
         _check_mask(mask, scores, who, "the scores' shape (..., seq_q, seq_k) =",
                     batch=q_shape[0] if len(q_shape) >= 3 else None)
+    if signature is not None:
+        if len(_VALID_SIGNATURES) >= _MAX_SIGNATURES:
+            _VALID_SIGNATURES.clear()
+        _VALID_SIGNATURES.add(signature)
 
 
 def _check_same_dtype(who: str, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -233,8 +259,9 @@ def _all_finite(*tensors: torch.Tensor) -> bool:
     """
     total = 0.0
     for t in tensors:
+        t = t.detach() if t.requires_grad else t  # no graph for the test (and no op where there is none)
         # sum(dtype=...) only where it changes something: on a float32 tensor it takes a slower path
-        total += (t.detach().sum(dtype=torch.float32) if t.element_size() < 4 else t.detach().sum()).item()
+        total += (t.sum(dtype=torch.float32) if t.element_size() < 4 else t.sum()).item()
     return math.isfinite(total)
 
 
@@ -261,6 +288,8 @@ def _to_test_for_finiteness(query: torch.Tensor, key: torch.Tensor, output: torc
     kernel may zero a NaN query's row instead of keeping its NaN: below 16 keys, or off the CPU. From 16 keys on
     the CPU the kernel keeps that NaN with a mask too (tests/test_attention.py checks it at 15, 16 and 64 keys),
     so the output alone is summed: one pass over (..., seq_q, d_v) instead of two, about half of the test's cost.
+    (Summing one feature per row would be enough, a masked key's NaN fills its whole row, but the slice is one
+    more operation, and at 64 tokens an operation costs more than the data it saves: measured, 1.10x against 1.07x.)
     """
     if key.shape[-2] < _KERNEL_KEEPS_NAN_FROM_SEQ_K or not key.is_cpu:
         return query, output
