@@ -290,3 +290,21 @@ def test_seq_dim_that_does_not_fit_the_positions_is_named() -> None:
         apply_rope(x, torch.arange(5), seq_dim=2)                       # axis 2 has 3 rows, not 5
     with pytest.raises(ValueError, match=r"batch on axis 0 and seq on another axis, got \(5, 5, 3, 8\) \(seq_dim=0\)"):
         apply_rope(torch.randn(5, 5, 3, 8), torch.zeros(5, 5, dtype=torch.long), seq_dim=0)  # seq on the batch axis
+
+
+def test_the_rotary_frequencies_do_not_answer_notebook_03() -> None:
+    """rope_frequencies computes notebook 03's frequencies (in float32): its table through them, directly or through
+    rope_angles, is refused by notebook 03's check as the class edition's logspace route is."""
+    from course_lib.exercises import run_check
+
+    def via_frequencies(max_len: int, d_model: int) -> torch.Tensor:
+        angles = torch.arange(max_len)[:, None].double() * rope_frequencies(d_model).double()
+        return torch.stack([angles.sin(), angles.cos()], -1).reshape(max_len, d_model).float()
+
+    def via_angles(max_len: int, d_model: int) -> torch.Tensor:
+        angles = rope_angles(torch.arange(max_len), d_model).double()
+        return torch.stack([angles.sin(), angles.cos()], -1).reshape(max_len, d_model).float()
+
+    for route in (via_frequencies, via_angles):
+        result = run_check("sinusoidal_table", route)
+        assert result.status == "failed" and "rope_frequencies" in result.message, result
