@@ -12,6 +12,10 @@ kinds still need a hand after MkDocs has rendered a page (``on_page_content``):
 
 A relative link to neither a page nor a file of the repository is left alone, for the site's browser test
 (tests/test_site.py) to report as broken.
+
+A notebook's page opens with its links to Colab and Binder (:func:`open_in_links`), from the one setting of where the
+repository is published (``[tool.course] repository``, :mod:`course_lib.edition.install`): links, not images, so the
+page still fetches nothing from another host.
 """
 
 from __future__ import annotations
@@ -62,7 +66,17 @@ def on_page_content(html: str, page, config, files) -> str:
     html = _ANCHOR_HREF.sub(rewrite, html)
     if page.file.src_uri.endswith(".ipynb"):
         _align_toc_with_headings(page.toc, html)
+        html = open_in_links(posixpath.basename(page.file.src_uri), repo_root) + html
     return html
+
+
+def open_in_links(notebook: str, repo_root: Path) -> str:
+    """A paragraph of links that open ``notebook`` (a file name of ``notebooks/``) in Colab and on Binder."""
+    from course_lib.edition.install import binder_url, colab_url, publication
+
+    where = publication(repo_root / "pyproject.toml")
+    return (f'<p class="course-open-in">Open this notebook in <a href="{escape(colab_url(notebook, where))}">Colab</a>'
+            f' or on <a href="{escape(binder_url(notebook, where))}">Binder</a>.</p>\n')
 
 
 def _align_toc_with_headings(toc, html: str) -> None:
