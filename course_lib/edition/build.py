@@ -360,10 +360,15 @@ exercise passes its check. The checks compare your code with stored outputs on p
 
 
 def _copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
+    """Copy the notebooks without outputs, and without the course's install cell: it would install the whole
+    ``course_lib``, every answer in it, where the edition's is missing (``--colab`` writes the edition's own)."""
+    from .install import is_install_cell
+
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path in paths:
         nb = nbformat.read(path, as_version=4)
+        nb.cells = [cell for cell in nb.cells if not is_install_cell(cell)]
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
