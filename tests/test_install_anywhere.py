@@ -1,8 +1,8 @@
 """course_lib installs beside a PyTorch that is already there, as Colab or a student's machine has one (slow).
 
-Each test makes a fresh virtual environment (no system site-packages, no course_lib) and installs into it the
-PyTorch this environment runs, at its exact version, from the package sources pip is configured with (those
-``make env`` installed from; this machine keeps the CPU build on disk). Then:
+A fresh virtual environment (no system site-packages, no course_lib) gets the PyTorch this environment runs, at its
+exact version, from the package sources pip is configured with (those ``make env`` installed from; this machine keeps
+the CPU build on disk); each test works on its own copy of that environment. Then:
 
 - the wheel of course_lib, as built for distribution, is installed with its dependencies: pip leaves PyTorch as it
   is (its log and its files say so), and notebook 00's cells up to its first check run there;
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -77,12 +78,23 @@ def _pip(python: Path, *args: str, env: dict[str, str], cwd: Path) -> subprocess
     return done
 
 
-def _venv_with_torch(folder: Path) -> Path:
-    """A fresh venv holding this environment's PyTorch, at its exact version (``2.13.0+cpu`` here)."""
+@pytest.fixture(scope="module")
+def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv holding this environment's PyTorch at its exact version (``2.13.0+cpu`` here), installed once:
+    each test works on a copy of it (:func:`_venv_with_torch`), so PyTorch is installed once, not per test."""
+    folder = tmp_path_factory.mktemp("torch-venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
-    python = folder / "bin" / "python"
-    _pip(python, "--quiet", f"torch=={metadata.version('torch')}", env=_fresh_env(folder), cwd=folder)
-    return python
+    _pip(folder / "bin" / "python", "--quiet", f"torch=={metadata.version('torch')}", env=_fresh_env(folder),
+         cwd=folder)
+    return folder
+
+
+def _venv_with_torch(template: Path, folder: Path) -> Path:
+    """A copy of the venv ``template`` at ``folder`` (its python is a link to the base interpreter, and nothing in
+    it names its own path that ``python -m pip`` and ``python -c`` use); returns its python."""
+    shutil.copytree(template, folder, symlinks=True)
+    (folder / "pyvenv.cfg").write_text((template / "pyvenv.cfg").read_text().replace(str(template), str(folder)))
+    return folder / "bin" / "python"
 
 
 def _torch_files(python: Path) -> dict[str, tuple[int, int, int]]:
@@ -136,9 +148,10 @@ def local_index(wheels: Path) -> Iterator[str]:
         yield url
 
 
-def test_the_wheel_installs_beside_pytorch_without_reinstalling_it(wheels: Path, tmp_path: Path) -> None:
+def test_the_wheel_installs_beside_pytorch_without_reinstalling_it(wheels: Path, torch_venv: Path,
+                                                                   tmp_path: Path) -> None:
     folder = tmp_path / "venv"
-    python = _venv_with_torch(folder)
+    python = _venv_with_torch(torch_venv, folder)
     env = _fresh_env(folder)
     before = _torch_files(python)
     (wheel,) = wheels.glob("*.whl")
@@ -151,9 +164,10 @@ def test_the_wheel_installs_beside_pytorch_without_reinstalling_it(wheels: Path,
     _run_check_cell(python, folder, env)
 
 
-def test_the_install_cell_installs_course_lib_where_it_is_missing(local_index: str, tmp_path: Path) -> None:
+def test_the_install_cell_installs_course_lib_where_it_is_missing(local_index: str, torch_venv: Path,
+                                                                  tmp_path: Path) -> None:
     folder = tmp_path / "venv"
-    python = _venv_with_torch(folder)
+    python = _venv_with_torch(torch_venv, folder)
     env = _fresh_env(folder)
     pins = _pins()
     _pip(python, "--quiet", *(f"{name}=={pins[name]}" for name in COLAB_HAS), env=env, cwd=tmp_path)
