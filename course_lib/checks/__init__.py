@@ -36,7 +36,8 @@ EXERCISES: dict[str, tuple[str, ...]] = {
     "nb10_language_model": ("lm_loss", "top_p_filter", "attend_with_cache"),
     "nb11_bert": ("mask_tokens", "mlm_loss", "classification_head"),
     "nb12_paper_experiments": ("average_weights",),
-    "nb13_todays_models": ("apply_rope", "rms_norm", "swiglu", "repeat_kv", "online_softmax"),
+    "nb13_todays_models": ("apply_rope", "rms_norm", "swiglu"),
+    "nb14_inference_at_scale": ("repeat_kv", "online_softmax"),
 }
 
 
