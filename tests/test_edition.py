@@ -1,6 +1,6 @@
 """The class edition holds no graded answer, its checks work from stored data, and its notebooks run unsolved.
 
-What is proved, for every registered exercise (the course's thirteen notebooks and the assignments):
+What is proved, for every registered exercise (the course's notebooks and the assignments):
 
 (a) no reference body: the normalised AST (docstring stripped, names kept) of each reference's function or
     graded method, and of each ``also_correct`` alternative, appears nowhere in the edition (modules and
@@ -11,7 +11,7 @@ What is proved, for every registered exercise (the course's thirteen notebooks a
     search ``tests/edition_probe.py`` runs inside the edition's environment on every public callable.
 
 The same for an instructor's assignment (``assignments/kv_cache``) and its student folder, and for the
-grader's sandbox copy (``course_lib.grading.libcopy``), which uses the same stripping.
+grader's sandbox copy (``course_lib.grading.sandbox.libcopy``), which uses the same stripping.
 """
 
 from __future__ import annotations
@@ -587,6 +587,9 @@ def test_a_per_assignment_edition_refuses_what_it_cannot_build(tmp_path: Path) -
 def test_the_edition_has_the_structure_students_install(small_edition: Path) -> None:
     lib = small_edition / "course_lib"
     assert (small_edition / "pyproject.toml").is_file() and (small_edition / "notebooks" / "00_welcome.ipynb").is_file()
+    shipped = nbformat.read(small_edition / "notebooks" / "00_welcome.ipynb", as_version=4)
+    assert not any(c.metadata.get("course", {}).get("role") == "install" for c in shipped.cells), \
+        "the course's install cell would install the whole course_lib (every answer) where the edition's is missing"
     assert not (lib / "grading").exists() and not (lib / "edition" / "build.py").exists()
     assert sorted(p.name for p in (lib / "checks").iterdir()) == ["__init__.py"]
     stored = {p.stem for p in (lib / "edition" / "data").glob("*.pt")} - {"calls"}
@@ -747,7 +750,7 @@ def _kv_exercises() -> list[Any]:
 
 @pytest.mark.slow
 def test_the_assignments_student_folder_holds_no_reference_and_no_case_code(kv_student: Path) -> None:
-    assert sorted(p.name for p in kv_student.iterdir()) == ["kv_cache.ipynb", "kv_cache_checks.py",
+    assert sorted(p.name for p in kv_student.iterdir()) == ["README.md", "kv_cache.ipynb", "kv_cache_checks.py",
                                                             "kv_cache_reference.py", "manifest.json", "stored"]
     _assert_no_answers(kv_student, _kv_exercises())
 
@@ -766,7 +769,7 @@ def test_the_assignments_notebook_runs_unsolved_in_the_student_folder(small_edit
 
 def test_the_sandbox_copy_holds_no_give_away_of_the_exercise_it_grades(tmp_path: Path) -> None:
     from course_lib.exercises import get_exercise
-    from course_lib.grading.libcopy import build_library
+    from course_lib.grading.sandbox.libcopy import build_library
 
     course_exercises()
     build_library(tmp_path, [get_exercise("sinusoidal_table").reference])

@@ -3,8 +3,8 @@
 Notebook 13's answers exist in Hugging Face's ``transformers`` (``repeat_kv``, ``LlamaRMSNorm``, ``rotate_half``),
 which the course's environment installs for its tests. A cell can reach an importer without an import statement
 (``torch.importlib.import_module``), so the static policy cannot keep a library's answer out; the sandbox does, by
-not holding the library at all (``course_lib.grading.packages``). Before this, a submission whose ``repeat_kv`` and
-``RMSNorm.forward`` called Hugging Face's scored 2 of those 2 exercises' points.
+not holding the library at all (``course_lib.grading.sandbox.packages``). Before this, a submission whose
+``repeat_kv`` and ``RMSNorm.forward`` called Hugging Face's scored 2 of those 2 exercises' points.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.grading.packages import COURSE_REQUIREMENTS, canonical, sandbox_distributions
-from course_lib.grading.sandbox import SandboxUnavailable, command, probe
+from course_lib.grading.sandbox.packages import COURSE_REQUIREMENTS, canonical, sandbox_distributions
+from course_lib.grading.sandbox.sandbox import SandboxUnavailable, command, probe
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +102,7 @@ LIBRARY_ANSWERS = {
 
 @pytest.mark.slow
 def test_a_library_answer_reached_past_the_policy_earns_nothing(tmp_path: Path) -> None:
-    """Notebook 13's repeat_kv and RMSNorm handed in as calls of Hugging Face's, through an importer the static
+    """Notebook 14's repeat_kv and 13's RMSNorm handed in as calls of Hugging Face's, through an importer the static
     policy lets through: graded with the policy on, as a class is, they score nothing."""
     if not _installed("transformers"):
         pytest.skip("transformers is not installed here")
@@ -112,15 +112,17 @@ def test_a_library_answer_reached_past_the_policy_earns_nothing(tmp_path: Path) 
         pytest.skip(str(err))
     from course_lib.grading.runner import GradeConfig, grade_submission
 
-    nb = nbformat.read(ROOT / "notebooks" / "13_todays_models.ipynb", as_version=4)
-    for cell in nb.cells:
-        name = cell.metadata.get("course", {}).get("exercise")
-        if cell.metadata.get("course", {}).get("role") == "exercise" and name in LIBRARY_ANSWERS:
-            cell.source = LIBRARY_ANSWERS[name]
-    path = tmp_path / "13_todays_models.ipynb"
-    nbformat.write(nb, path)
-    report = grade_submission(path, GradeConfig())
-    results = {r.exercise: r for r in report.exercises}
+    results = {}
+    for notebook in ("13_todays_models", "14_inference_at_scale"):  # rms_norm is 13's, repeat_kv 14's
+        nb = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
+        for cell in nb.cells:
+            name = cell.metadata.get("course", {}).get("exercise")
+            if cell.metadata.get("course", {}).get("role") == "exercise" and name in LIBRARY_ANSWERS:
+                cell.source = LIBRARY_ANSWERS[name]
+        path = tmp_path / f"{notebook}.ipynb"
+        nbformat.write(nb, path)
+        report = grade_submission(path, GradeConfig())
+        results.update({r.exercise: r for r in report.exercises})
+        assert report.total == 0, [(r.exercise, r.status) for r in report.exercises]
     for name in LIBRARY_ANSWERS:
         assert results[name].score == 0 and "transformers" in results[name].message, (name, results[name])
-    assert report.total == 0, [(r.exercise, r.status) for r in report.exercises]

@@ -20,14 +20,11 @@ course's pages (their first screen) go to tests/browser.py's SCREENSHOTS folder.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +34,7 @@ import pytest
 from browser import SCREENSHOTS, chromium
 from conftest import ROOT
 from site_cache import load_build_site
+from static_server import serve
 
 pytestmark = pytest.mark.slow
 
@@ -95,19 +93,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
 @pytest.fixture(scope="module")
 def server(site: Path) -> Iterator[str]:
     """A static server of the site on a free localhost port; its base URL."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(site) as url:
+        yield url
 
 
 def _crawl(base: str) -> dict[str, dict]:
@@ -236,3 +223,35 @@ def test_no_internal_link_is_broken(crawled: tuple[str, dict[str, dict]]) -> Non
             elif fragment and "ids" in reached and fragment not in reached["ids"]:
                 broken.append(f"{url} -> {link} (no element with id {fragment!r})")
     assert not broken, f"{len(broken)} broken links:\n" + "\n".join(f"  {b}" for b in sorted(set(broken))[:40])
+
+
+def _explorer_page(browser: object, url: str, base: str) -> tuple[object, list[str]]:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    refused: list[str] = []
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith((base, "data:", "blob:"))
+               else (refused.append(route.request.url), route.abort()))
+    page.goto(url, wait_until="load")
+    page.wait_for_selector(".course-explorer .cx-root", timeout=30_000)
+    return page, refused
+
+
+def test_the_explorer_works_on_the_site_offline(server: str) -> None:
+    """Notebooks 07 and 10 show their explorers' static twins: a hover highlights where a token looks (07's
+    cross-attention, 10's self-attention), and 10's temperature slider changes the bars; nothing is fetched."""
+    with chromium() as browser:
+        for name in ("07_training_and_decoding", "10_language_model"):
+            page, refused = _explorer_page(browser, f"{server}notebooks/{name}.html", server)
+            view = page.locator(".course-explorer [data-view=attention]").first
+            view.locator("[data-side=query] .cx-token").nth(1).hover()
+            weights = view.locator("[data-side=key] .cx-token").evaluate_all(
+                "els => els.map(e => Number(e.dataset.weight || 0))")
+            assert sum(weights) == pytest.approx(1.0, abs=5e-3), (name, weights)  # a row of weights
+            if name.startswith("10"):
+                bars = page.locator(".course-explorer [data-view=generation] .cx-bar")
+                before = float(bars.first.get_attribute("data-prob"))
+                slider = page.locator(".course-explorer [data-view=generation] input[data-name=temperature]")
+                slider.fill("0.3")
+                slider.dispatch_event("input")
+                assert float(bars.first.get_attribute("data-prob")) > before
+            assert refused == [], refused
+            page.close()

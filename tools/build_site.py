@@ -13,12 +13,15 @@ another host at page load) into ``build/site`` by default. Steps:
    benchmarks/results/*, notebooks/*.ipynb executed, api/), copy MathJax from the pinned PyPI package, and write
    a MkDocs configuration from ``site/mkdocs.yml`` with the navigation in syllabus order (files sorted by name:
    ``00_welcome`` ... ``12_...``);
-4. run MkDocs (Material theme, mkdocs-jupyter renders the executed notebooks) in strict mode.
+4. run MkDocs (Material theme, mkdocs-jupyter renders the executed notebooks) in strict mode;
+5. build course_lib's wheel into ``packages/``: where the notebooks' first cell installs it from where
+   ``course_lib`` is missing (Colab; ``course_lib.edition.install``).
 
 The reader sees the student version of each notebook, executed: every exercise is a stub whose check says
 "not implemented yet", and the cells after it run on the course's reference, so every figure and number is
-there while no exercise is spoiled (site/README.md says why). The script imports nothing from course_lib (the
-notebooks' kernels do), so a broken course_lib fails the notebook that shows it, with its traceback.
+there while no exercise is spoiled (site/README.md says why). The script imports nothing from course_lib before the
+notebooks have run (the notebooks' kernels do), so a broken course_lib fails the notebook that shows it, with its
+traceback.
 
 Usage::
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -211,6 +215,24 @@ def _copy(source: Path, destination: Path) -> None:
         shutil.copy2(source, destination)
 
 
+EXPLORER_MARK = 'class="course-explorer"'
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def stage_notebook(source: Path, destination: Path) -> None:
+    """Copy an executed notebook for the site, showing each explorer as its static twin: an output that carries
+    the explorer's HTML (``course_lib.figures.explorer``) loses its widget view, which would need a widget
+    manager from a CDN, so that the page renders the HTML, the same JavaScript on the same data."""
+    notebook = json.loads(source.read_text(encoding="utf-8"))
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if WIDGET_VIEW in data and EXPLORER_MARK in "".join(data.get("text/html", "")):
+                del data[WIDGET_VIEW]
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_text(json.dumps(notebook, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
 def stage(folder: Path, executed: list[tuple[Path, Path]], api: Path) -> dict:
     """Lay the site's sources out in ``folder/docs`` and return the navigation (MkDocs' ``nav``)."""
     docs = folder / "docs"
@@ -226,7 +248,7 @@ def stage(folder: Path, executed: list[tuple[Path, Path]], api: Path) -> dict:
         if result.is_file():
             _copy(result, docs / "benchmarks" / "results" / result.name)
     for notebook, cached in executed:
-        _copy(cached, docs / "notebooks" / notebook.name)
+        stage_notebook(cached, docs / "notebooks" / notebook.name)
     _copy(api, docs / "api")
     (docs / "reference.md").write_text(api_index(docs / "api"), encoding="utf-8")
     _copy(SITE_CONFIG / "assets", docs / "assets")
@@ -264,6 +286,10 @@ def build(out: Path, cache: Path, smoke: bool, timeout: int) -> None:
     # NO_MKDOCS_2_WARNING: Material's notice about its end of life (May 2027), which site/README.md discusses.
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--clean", "-f", str(work / "mkdocs.yml")],
                    check=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    from course_lib.edition.install import build_wheel  # after the notebooks: they show a broken course_lib first
+
+    wheel = build_wheel(ROOT, out / "packages")  # what the notebooks' first cell installs where course_lib is missing
+    print(f"build_site: {wheel.relative_to(out)}", flush=True)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"build_site: site in {out} ({size / 1e6:.1f} MB) built in {time.perf_counter() - start:.0f} s; "
           f"serve it with: python -m http.server -d {out}", flush=True)

@@ -94,10 +94,12 @@ def _bases(cls: type) -> str:
 
 def _copy_course(target: Path) -> None:
     copy_package(target, checks=False)
-    (target / "grading").mkdir()
+    room = target / "grading" / "sandbox"
+    room.mkdir(parents=True)
     (target / "grading" / "__init__.py").write_text('"""Only what the sandbox needs of the grader."""\n')
+    (room / "__init__.py").write_text('"""The runner inside the sandbox and its codec."""\n')
     for name in ("codec.py", "sandbox_main.py"):
-        shutil.copyfile(HERE / name, target / "grading" / name)
+        shutil.copyfile(HERE / name, room / name)
     (target / "_submitted.py").write_text(SUBMITTED_SOURCE, encoding="utf-8")
 
 
