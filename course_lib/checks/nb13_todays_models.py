@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -49,8 +50,8 @@ def _rope_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     heads, d_k = (3, 12) if hidden else (2, 8)
     x = torch.randn(2, heads, 5, d_k, generator=gen)
     cases = [
-        Case("one pair (seq=1, d_k=2) at position 1: a rotation by 1 radian",
-             args=(torch.tensor([[1.0, 0.0]]), torch.tensor([1]))),
+        Case("two pairs (seq=1, d_k=4) at position 1: the first pair rotated by 1 radian, the second by 0.01",
+             args=(torch.tensor([[1.0, 0.0, 0.0, 1.0]]), torch.tensor([1]))),
         Case(f"(batch=2, heads={heads}, seq=5, d_k={d_k}), positions 0..4, layout='half' (Hugging Face)",
              args=(x, torch.arange(5))),
         Case("the same x, layout='interleaved' (Meta's original Llama, GPT-J)",
@@ -67,7 +68,24 @@ def _rope_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         cases.append(Case("(batch=3, seq=7, d_k=6) without a heads axis, positions 20..26, layout='interleaved'",
                           args=(torch.randn(3, 7, 6, generator=gen), torch.arange(20, 27)),
                           kwargs={"layout": "interleaved"}))
+    cases += _rope_seq_dim_and_dtype_cases(gen, hidden)
     return cases
+
+
+def _rope_seq_dim_and_dtype_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    """Meta's layout (batch, seq, heads, d_k) told by seq_dim, with heads == seq (the shape cannot tell the axes
+    apart: only seq_dim can), and a float64 input (the output keeps its dtype)."""
+    seq = 5 if hidden else 4
+    return [
+        Case(f"Meta's layout (batch=2, seq={seq}, heads={seq}, d_k=8) with seq_dim=1, positions 3..{seq + 2}: "
+             f"heads == seq, so only seq_dim says which axis holds the positions",
+             args=(torch.randn(2, seq, seq, 8, generator=gen), torch.arange(3, seq + 3)), kwargs={"seq_dim": 1}),
+        Case(f"Meta's layout with positions (batch=2, seq={seq}) and seq_dim=1, layout='interleaved'",
+             args=(torch.randn(2, seq, seq, 8, generator=gen), torch.stack([torch.arange(seq), torch.arange(seq) + 9])),
+             kwargs={"seq_dim": 1, "layout": "interleaved"}),
+        Case("float64 x (1, 2, 5, 8), positions 0..4: the output is float64 too",
+             args=(torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64), torch.arange(5))),
+    ]
 
 
 def _swap_layout(layout):
@@ -166,6 +184,36 @@ def _rope_batch_angles_without_heads_axis(x, positions, base=10000.0, layout="ha
     return _rope_with(x, positions, base, layout, angles=angles)
 
 
+def _rope_seq_dim_ignored(x, positions, base=10000.0, layout="half", seq_dim=-2):
+    return apply_rope(x, positions, base, layout)  # the positions always on axis -2, whatever seq_dim says
+
+
+def _rope_float32_result(x, positions, base=10000.0, layout="half", seq_dim=-2):
+    angles = _angles(positions, x.shape[-1], base, x.dim())  # float32
+    a, b = _pairs(x.movedim(seq_dim, -2).float(), layout)  # x brought to float32 with the tables
+    out = _unpairs(a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos(), layout)
+    return out.movedim(-2, seq_dim)
+
+
+def _rope_frequencies_counted_from_one(x, positions, base=10000.0, layout="half"):
+    d_k = x.shape[-1]
+    omega = 1.0 / base ** (torch.arange(2, d_k + 2, 2, dtype=torch.float64) / d_k)  # i = 1 .. d_k/2, not 0 ..
+    angles = (positions.double()[..., None] * omega).float()
+    if positions.dim() == 2 and x.dim() == 4:
+        angles = angles[:, None]
+    return _rope_with(x, positions, base, layout, angles=angles)
+
+
+def _seq_dim_moved(rope):
+    """An answer for the course's layout made to take seq_dim: the positions' axis moved to -2 and back."""
+    def with_seq_dim(x, positions, base=10000.0, layout="half", seq_dim=-2):
+        return rope(x.movedim(seq_dim, -2), positions, base, layout).movedim(-2, seq_dim)
+    with_seq_dim.__name__ = with_seq_dim.__qualname__ = rope.__name__
+    with_seq_dim.__doc__ = rope.__doc__
+    return with_seq_dim
+
+
+@_seq_dim_moved
 def _rope_with_complex_numbers(x, positions, base=10000.0, layout="half"):
     """Meta's original code: each pair is one complex number, multiplied by e^(i theta)."""
     a, b = _pairs(x.double(), layout)
@@ -174,6 +222,7 @@ def _rope_with_complex_numbers(x, positions, base=10000.0, layout="half"):
     return _unpairs(turned.real, turned.imag, layout).to(x.dtype)
 
 
+@_seq_dim_moved
 def _rope_with_rotation_matrices(x, positions, base=10000.0, layout="half"):
     """One (d_k, d_k) rotation matrix per position, applied as a matrix product."""
     d_k = x.shape[-1]
@@ -187,6 +236,7 @@ def _rope_with_rotation_matrices(x, positions, base=10000.0, layout="half"):
     return (rotation @ x[..., None]).squeeze(-1)
 
 
+@_seq_dim_moved
 def _rope_rotate_half(x, positions, base=10000.0, layout="half"):
     """Hugging Face's x * cos + rotate_half(x) * sin (tables built for the layout's own pairing)."""
     d_k = x.shape[-1]
@@ -229,6 +279,11 @@ APPLY_ROPE = register(Exercise(
                 "head's d_k features (the exponent steps by 2/d_k, so the slowest pair's wavelength is about "
                 "2 pi base).",
                 detail="omega = 1.0 / base ** (torch.arange(0, d_k, 2) / d_k)."),
+        Mistake("frequencies counted from 1", _rope_frequencies_counted_from_one,
+                "the pairs are counted from i = 0: the first pair turns with omega_0 = base^0 = 1 (one radian per "
+                "position), the last with base^(-(d_k - 2)/d_k). Counting from 1 makes every pair turn as slowly "
+                "as the next one should.",
+                detail="omega = 1.0 / base ** (torch.arange(0, d_k, 2) / d_k): the exponents 0, 2/d_k, 4/d_k, ..."),
         Mistake("positions ignored", _rope_positions_ignored,
                 "rotate each row by the angle of its own absolute position, the one the positions argument gives: "
                 "with a cache, the new tokens start at the number of tokens seen, not at 0."),
@@ -252,6 +307,15 @@ APPLY_ROPE = register(Exercise(
                 "(silently, when both have the same size). Give it a heads axis of size 1 so that every head of "
                 "sequence b turns by sequence b's positions.",
                 detail="angles[:, None] (batch, 1, seq, d_k/2) when positions.dim() == 2 and x has a heads axis."),
+        Mistake("seq_dim ignored", _rope_seq_dim_ignored,
+                "the positions lie on the axis the seq_dim argument names: 1 for Meta's layout (batch, seq, heads, "
+                "d_k), not always the one before the last. When there are as many heads as positions the shapes "
+                "fit either way and nothing fails: only seq_dim tells the axes apart.",
+                detail="x = x.movedim(seq_dim, -2), rotate, then move the axis back with movedim(-2, seq_dim)."),
+        Mistake("float32 result for a float64 input", _rope_float32_result,
+                "return a tensor of x's dtype: the angles may be computed in float32, but cast their cosines and "
+                "sines to x's dtype and rotate x as it is, so that a float64 input gives a float64 output.",
+                detail="cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)."),
     ],
     also_correct=[_rope_with_complex_numbers, _rope_with_rotation_matrices, _rope_rotate_half],
 ))
@@ -658,6 +722,20 @@ def _online_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
              kwargs={"dim": 0, "tile_size": 5}),
         Case("(2, 3, 17) attention-like scores, tile_size=4" + (" (hidden)" if hidden else ""),
              args=(torch.randn(2, 3, 17, generator=gen) * 4,), kwargs={"tile_size": 4}),
+        *_online_scale_cases(gen, hidden),
+    ]
+
+
+def _online_scale_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    """Rows of very different scale (each row needs its OWN maximum), and a row whose large scores come late
+    (the running maximum must grow, or exp overflows)."""
+    scales = torch.tensor([[0.0], [200.0], [-300.0]])  # (rows, 1)
+    late = torch.tensor([[0.0, 1, 2, 150, 151, 152], [3.0, 0, 1, 90, 200, 95]])
+    return [
+        Case("three rows of very different scale (around 0, 200 and -300), tile_size=4: each row its own maximum",
+             args=(scales + torch.randn(3, 10, generator=gen) * 3,), kwargs={"tile_size": 4}),
+        Case("large scores late in the row, [0, 1, 2, 150, 151, 152], tile_size=3: the maximum must grow",
+             args=(late[:1] if not hidden else late,), kwargs={"tile_size": 3}),
     ]
 
 
@@ -746,6 +824,38 @@ def _online_short_tile_dropped(x, dim=-1, tile_size=32):
         total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
         m = new
     return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_one_maximum_for_all_rows(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    m = torch.tensor(-math.inf, dtype=x.dtype)
+    total = torch.zeros_like(rows[..., :1])
+    for tile in tiles:
+        new = torch.maximum(m, tile.amax())  # the largest entry of the whole tile, every row's at once
+        total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
+        m = new
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_maximum_never_updated(x, dim=-1, tile_size=32):
+    rows, tiles = _tiles(x, dim, tile_size)
+    m = tiles[0].amax(-1, keepdim=True)  # the first tile's maximum, kept for the whole row
+    total = torch.zeros_like(m)
+    for tile in tiles:
+        total = total + torch.exp(tile - m).sum(-1, keepdim=True)
+    return (torch.exp(rows - m) / total).movedim(-1, dim)
+
+
+def _online_in_numpy(x, dim=-1, tile_size=32):
+    rows = x.movedim(dim, -1).numpy()  # the row taken out of PyTorch
+    m = np.full(rows.shape[:-1] + (1,), -np.inf, dtype=rows.dtype)
+    total = np.zeros_like(m)
+    for start in range(0, rows.shape[-1], tile_size):
+        tile = rows[..., start:start + tile_size]
+        new = np.maximum(m, tile.max(-1, keepdims=True))
+        total = total * np.exp(m - new) + np.exp(tile - new).sum(-1, keepdims=True)
+        m = new
+    return torch.from_numpy(np.exp(rows - m) / total).movedim(-1, dim)
 
 
 def _online_dim_ignored(x, dim=-1, tile_size=32):
@@ -880,9 +990,21 @@ ONLINE_SOFTMAX = register(Exercise(
         Mistake("running maximum started at 0", _online_max_from_zero,
                 "start the running maximum at minus infinity, the maximum of nothing: started at 0, rows of very "
                 "negative logits are shifted by too little and every exponential underflows to 0 (0/0)."),
+        # before "no maximum subtracted": on the late large scores both give NaN, and this hint is the one that fits
+        Mistake("running maximum never updated", _online_maximum_never_updated,
+                "the running maximum must grow when a tile holds a larger score, with the sum so far rescaled to "
+                "it: kept at the first tile's maximum, a later score 150 above it overflows exp to infinity."),
         Mistake("no maximum subtracted", _online_no_shift,
                 "subtract the running maximum before exponentiating, as notebook 00's stable softmax does: "
                 "exp(1000) overflows to infinity."),
+        Mistake("one maximum for all rows", _online_one_maximum_for_all_rows,
+                "each row is a softmax of its own, so each row keeps its OWN running maximum (a maximum over the "
+                "last axis only). One maximum shared by every row shifts a row of small scores so far down that "
+                "all its exponentials underflow to 0, and 0/0 gives NaN."),
+        Mistake("computed outside PyTorch (NumPy)", _online_in_numpy,
+                "compute with tensor operations: the check follows how your code reads the row tile by tile, and "
+                "values taken out of PyTorch (into NumPy or Python lists) are out of its sight, so such an "
+                "answer is not accepted even when its numbers are right."),
         Mistake("PyTorch's fused attention as a softmax", _softmax_by_pytorchs_attention, ONLINE_FORBIDDEN_HINT),
         # after "dim ignored": on the dim=0 case both give the last axis's softmax, and that hint is the better one
         Mistake("PyTorch's softmax", _pytorchs_softmax, ONLINE_FORBIDDEN_HINT),
