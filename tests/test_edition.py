@@ -1,6 +1,6 @@
 """The class edition holds no graded answer, its checks work from stored data, and its notebooks run unsolved.
 
-What is proved, for every registered exercise (the course's thirteen notebooks and the assignments):
+What is proved, for every registered exercise (the course's notebooks and the assignments):
 
 (a) no reference body: the normalised AST (docstring stripped, names kept) of each reference's function or
     graded method, and of each ``also_correct`` alternative, appears nowhere in the edition (modules and

@@ -126,7 +126,7 @@ def test_the_grader_names_the_access_check_to_its_sandbox() -> None:
     assert resolve_access_check(access_check_name(check)) is check
     assert resolve_access_check(None) is None and resolve_access_check("os:system") is None
     assert access_check_name(None) is None
-    assert resolve_access_check("course_lib.checks.nb13_todays_models:online_softmax") is None  # answers: hidden
+    assert resolve_access_check("course_lib.checks.nb14_inference_at_scale:online_softmax") is None  # answers: hidden
 
 
 def test_the_record_cannot_be_erased_through_the_input():

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
     parser.add_argument("--notebooks", nargs="*", default=None,
-                        help="notebook numbers or names to include (default: every notebook, 00 to 13)")
+                        help="notebook numbers or names to include (default: every notebook, 00 to 14)")
     parser.add_argument("--graded", default=None, metavar="NN",
                         help="the edition of one assignment: notebooks 00..NN, NN's answers withheld (and later ones')")
     parser.add_argument("--assignment", type=Path, default=None,
