@@ -17,7 +17,10 @@ notebook than the recorded one, is refused before anything is graded (exit statu
 
 Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.records.gradebook`,
 records added, never rewritten) with its SHA-256; a later run grades only the submissions that are new or
-changed (another hash) unless ``--regrade`` or ``--regrade-student``. Per submission it writes
+changed (another hash) unless ``--regrade`` or ``--regrade-student``; a copy of each graded file is kept in
+``<out>/submissions/`` so that a regrade grades a student's current submission, never a superseded file given
+again (``--grade-given`` grades the earlier file the instructor names). Every run and command prints what
+changed in the exports, student by student. Per submission it writes
 ``<name>.json`` (everything, the seed included: for the instructor) and ``<name>.md``; after each run every
 export is rewritten from the gradebook (:mod:`course_lib.grading.records.exports`: ``grades.csv``, ``summary.csv``,
 with a roster ``canvas.csv``, ``moodle.csv``, ``plain.csv``, ``roster_problems.csv``) and one feedback file
