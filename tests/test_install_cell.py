@@ -152,12 +152,12 @@ def test_the_tool_reports_what_differs_and_check_changes_nothing(tmp_path: Path)
 def test_a_class_edition_drops_the_courses_install_cell(tmp_path: Path) -> None:
     """The course's cell installs the whole course_lib (every answer): a class edition's notebooks do not carry it
     (``--colab`` writes the edition's own, tested in test_install_anywhere.py)."""
-    from course_lib.edition.build import _copy_notebooks
+    from course_lib.edition.build import copy_notebooks
 
     nb = nbformat.read(ROOT / "notebooks" / "00_welcome.ipynb", as_version=4)
     set_install_cell(nb, _current_source())
     nbformat.write(nb, tmp_path / "00_welcome.ipynb")
-    (copied,) = _copy_notebooks([tmp_path / "00_welcome.ipynb"], tmp_path / "edition")
+    (copied,) = copy_notebooks([tmp_path / "00_welcome.ipynb"], tmp_path / "edition")
     cells = nbformat.read(copied, as_version=4).cells
     assert not any(is_install_cell(c) for c in cells)
     assert [c.source for c in cells] == [c.source for c in nb.cells if not is_install_cell(c)]

@@ -421,7 +421,7 @@ def readme(graded: str | None, pins: Sequence[str]) -> str:
     return README.format(torch=torch, graded=text)
 
 
-def _copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
+def copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
     """Copy the notebooks without outputs, and without the course's install cell: it would install the whole
     ``course_lib``, every answer in it, where the edition's is missing (``--colab`` writes the edition's own)."""
     from .install import is_install_cell
@@ -498,7 +498,7 @@ def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bo
     out.mkdir(parents=True, exist_ok=True)
     recorded = record_calls(to_record, graded_parts(withheld)) if record else {}
     manifest = strip_library(out, withheld, recorded, checked)
-    manifest["notebooks"] = [p.name for p in _copy_notebooks(paths, out / "notebooks")]
+    manifest["notebooks"] = [p.name for p in copy_notebooks(paths, out / "notebooks")]
     manifest["graded"] = None if graded is None else paths[-1].stem
     (out / "course_lib" / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     pins = edition_pins()
@@ -604,7 +604,7 @@ def build_student_folder(assignment: Path, out: Path, record: bool = True) -> di
         fallback = f"{exercise.reference.__module__}.{exercise.reference.__name__}"
         store_exercise(exercise, data, fallback)
     (out / f"{checks}.py").write_text(ASSIGNMENT_CHECKS, encoding="utf-8")
-    _copy_notebooks(notebooks, out)
+    copy_notebooks(notebooks, out)
     manifest = {"parts": {p.key: {"exercise": p.exercise, "role": p.role, "kind": kinds[p.key], "through": []}
                           for p in parts}, "exercises": [e.name for e in exercises], "checks": checks,
                 "modules": sorted(p.stem for p in out.glob("*.py") if p.stem != checks)}

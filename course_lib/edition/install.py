@@ -62,17 +62,21 @@ class Publication:
         self.owner, self.name = match["owner"], match["name"]
 
 
-def publication(pyproject: Path = ROOT / "pyproject.toml") -> Publication:
-    """The setting ``[tool.course]`` of ``pyproject`` (``repository``, and ``branch``, ``main`` by default)."""
+def publication(pyproject: Path | None = None) -> Publication:
+    """The setting ``[tool.course]`` of ``pyproject`` (the repository's by default): ``repository``, and ``branch``
+    (``main`` by default)."""
+    pyproject = ROOT / "pyproject.toml" if pyproject is None else pyproject
     setting: Mapping[str, Any] = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("course", {})
     if "repository" not in setting:
         raise ValueError(f"{pyproject}: no [tool.course] repository = \"https://github.com/OWNER/NAME\"")
     return Publication(str(setting["repository"]), str(setting.get("branch", "main")))
 
 
-def course_dependencies(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
-    """``course_lib``'s declared dependencies: ``[project] dependencies`` of the repository's ``pyproject``, or of
-    the installed distribution's metadata where ``course_lib`` runs from a wheel (no ``pyproject.toml`` beside it)."""
+def course_dependencies(pyproject: Path | None = None) -> list[str]:
+    """``course_lib``'s declared dependencies: ``[project] dependencies`` of the repository's ``pyproject`` (or
+    the one given), or of the installed distribution's metadata where ``course_lib`` runs from a wheel (no
+    ``pyproject.toml`` beside it)."""
+    pyproject = ROOT / "pyproject.toml" if pyproject is None else pyproject
     if pyproject.is_file():
         return list(tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"])
     from importlib import metadata
