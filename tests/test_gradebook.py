@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 from nbtools import load
 
-from course_lib.checks import EXERCISES
+from course_lib.checks import EXERCISES as CHECKS_TABLE
 from course_lib.exercises import get_exercise
 from course_lib.exercises.notebooks import solve
 from course_lib.grading import cli
@@ -167,7 +167,7 @@ import sys, time
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 import test_gradebook as T
-from course_lib.checks import EXERCISES
+from course_lib.checks import EXERCISES as CHECKS_TABLE
 from course_lib.exercises import get_exercise
 from course_lib.exercises.notebooks import solve
 from course_lib.grading import cli
@@ -416,7 +416,7 @@ def test_a_file_of_another_notebook_earns_nothing_and_is_reported(tmp_path: Path
     said = capsys.readouterr().out
     bob = reports[list(paths).index("bob")]
     assert bob.status == "wrong-notebook" and bob.notebook == "13_todays_models" and bob.total == 0
-    points = sum(get_exercise(name).points for name in EXERCISES["nb13_todays_models"])  # notebook 13's whole
+    points = sum(get_exercise(name).points for name in CHECKS_TABLE["nb13_todays_models"])  # notebook 13's whole
     assert {e.status for e in bob.exercises} == {"missing"} and bob.max_total == reports[0].max_total == points
     assert "this file is notebook 00_welcome, not 13_todays_models" in bob.message
     assert "wrong notebook: bob_13_todays_models.ipynb: this file is notebook 00_welcome" in said
