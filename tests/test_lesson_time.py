@@ -72,6 +72,14 @@ def test_deep_dive_metadata_merges_with_a_cells_other_metadata() -> None:
     assert not lesson_time.is_deep_dive(new_code("x", metadata={"course": {"deep_dive": "yes"}}))  # true only
 
 
+def test_the_install_cell_is_run_not_read() -> None:
+    """The Colab install cell (course.role "install") does nothing where course_lib is installed: not counted."""
+    install = new_code("\n".join(f"line{i} = {i}" for i in range(18)), metadata={"course": {"role": "install"}})
+    plain = new_code("\n".join(f"line{i} = {i}" for i in range(18)))
+    assert lesson_time.estimate(_notebook(install, new_code("x = 1")), "synthetic").code_lines == 1
+    assert lesson_time.estimate(_notebook(plain, new_code("x = 1")), "synthetic").code_lines == 19
+
+
 def test_without_a_measured_run_the_stated_default_is_used() -> None:
     e = lesson_time.estimate(_notebook(new_md("one two")), "unmeasured")
     assert not e.run_measured and e.run_seconds == lesson_time.DEFAULT_RUN_SECONDS

@@ -7,7 +7,8 @@ cell metadata ``{"course": {"deep_dive": true}}``. The estimate of the core, in 
 - **reading**: the words of its markdown cells at ``WORDS_PER_MINUTE`` (120, a careful reading of technical
   prose); a word is a whitespace-separated token with a letter or a digit in it (a formula's ``$d_k$`` counts);
 - **code**: the non-blank, non-comment lines of its code cells at ``LINES_PER_MINUTE`` (6: read, run, look at
-  the output); an exercise cell is not counted here (the exercise's minutes cover it);
+  the output); an exercise cell is not counted here (the exercise's minutes cover it), nor the install cell
+  (metadata ``course.role == "install"``: run once, not read);
 - **exercises**: each exercise's expected minutes, ``EXERCISE_MINUTES`` (15) unless its exercise cell declares
   other minutes in its metadata, ``{"course": {"exercise": ..., "role": "exercise", "minutes": 25}}``;
 - **the run**: the notebook's measured run time from ``benchmarks/results/notebooks.json`` (the whole notebook,
@@ -111,6 +112,8 @@ def estimate(nb: nbformat.NotebookNode, notebook: str, run_seconds: float | None
             words += markdown_words(source)
         elif cell.cell_type == "code" and course.get("role") == "exercise":
             exercise_minutes[course["exercise"]] = float(course.get("minutes", EXERCISE_MINUTES))
+        elif cell.cell_type == "code" and course.get("role") == "install":
+            continue  # the Colab install cell: run, never read (it does nothing where course_lib is installed)
         elif cell.cell_type == "code":
             lines += code_lines(source)
     measured = run_seconds is not None
