@@ -21,17 +21,15 @@ The rest lives in packages named by their job, imported where needed (they pull 
   grading: ``course_lib.grading`` and the ``course-grade`` command; the class edition: ``course_lib.edition``;
 - infrastructure: ``course_lib.runtime`` (device, seed, threads), ``course_lib.validation`` (input checks).
 
-Public names are stable: ``tests/api_record.json`` records them with their signatures, and a name is
-deprecated (with a warning naming its replacement, see ``course_lib._deprecation``) before it is removed. The
-modules that moved into the packages keep their old names (:data:`MOVED_MODULES`): ``import course_lib.text``
-still works, gives ``course_lib.data.translation`` itself and warns once.
+Public names are stable: ``tests/api_record.json`` records them with their signatures, and a released name is
+deprecated (with a warning naming its replacement and the release that removes it, see
+``course_lib._deprecation``) before it is removed.
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from ._deprecation import moved_modules
 from .models.attention import (
     MultiHeadAttention,
     fused_attention,
@@ -65,26 +63,6 @@ from .models.vit import (
     patchify,
 )
 from .runtime import get_device, set_seed, steps
-
-#: Where each module that moved into a package lives now (issue #35): ``import course_lib.text`` still works, gives
-#: ``course_lib.data.translation`` itself and warns once (:func:`course_lib._deprecation.moved_modules`). Three old
-#: modules gave their name to a package (``training``, ``generation``, ``experiments``): those packages serve the
-#: old module's names with a warning (:func:`course_lib._deprecation.moved_attributes`).
-MOVED_MODULES = {
-    "basics": "models.softmax", "attention": "models.attention", "masking": "models.masking",
-    "positional": "models.positional", "layers": "models.layers", "transformer": "models.transformer",
-    "gpt": "models.gpt", "bert": "models.bert", "vit": "models.vit", "seq2seq": "models.seq2seq",
-    "kv_cache": "models.kv_cache", "ngram": "models.ngram", "baselines": "models.baselines",
-    "text": "data.translation", "corpus": "data.python_docs", "docstrings": "data.stdlib_docstrings",
-    "images": "data.digits",
-    "lm": "training.language_model", "pretraining": "training.pretraining", "parallel": "training.parallel",
-    "trainer": "training.cli",
-    "decoding": "generation.decoding",
-    "metrics": "evaluation.metrics",
-    "ablation": "experiments.ablation",
-    "plotting": "figures.plotting", "diagrams": "figures.diagrams",
-}
-__getattr__ = moved_modules(__name__, MOVED_MODULES)
 
 __all__ = [
     "__version__",

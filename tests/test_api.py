@@ -6,8 +6,8 @@ API differs from the record, and says what was added, removed or changed. If the
 
     python tools/update_api_record.py       # then commit tests/api_record.json with the change
 
-and before removing or renaming a name, keep the old one for a release with ``course_lib._deprecation``
-(a warning that names the replacement).
+and before removing or renaming a released name, keep the old one until a stated release with
+``course_lib._deprecation`` (a warning that names the replacement and the release that removes it).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import course_lib
 from course_lib._deprecation import (
     CourseDeprecationWarning,
     deprecated,
-    deprecated_alias,
     deprecated_attributes,
     deprecation_message,
+    overdue,
 )
 
 _spec = importlib.util.spec_from_file_location("update_api_record", ROOT / "tools" / "update_api_record.py")
@@ -37,7 +37,8 @@ api_tool = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(api_tool)
 
 HOW_TO_UPDATE = ("If the change is deliberate, run `python tools/update_api_record.py` and commit "
-                 "tests/api_record.json with it (deprecate a name before removing it: course_lib/_deprecation.py).")
+                 "tests/api_record.json with it (deprecate a released name before removing it: "
+                 "course_lib/_deprecation.py).")
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +138,7 @@ def test_describe_records_signatures_and_course_methods_only() -> None:
 
 
 def test_type_aliases_are_recorded_by_the_type_they_name() -> None:
-    """Aliases such as ``grading.judge.Verdict`` are callable, but ``inspect.signature`` describes them
+    """Aliases such as ``grading.judging.judge.Verdict`` are callable, but ``inspect.signature`` describes them
     differently on each Python (3.11/3.12 refuse, 3.13 gives tuple's constructor): the record keeps the type."""
     from typing import Optional
 
@@ -145,7 +146,7 @@ def test_type_aliases_are_recorded_by_the_type_they_name() -> None:
     assert api_tool.describe(Optional[int]) == {"kind": "type alias", "value": "typing.Optional[int]"}  # noqa: UP045
     assert api_tool.describe(int | None) == {"kind": "type alias", "value": "int | None"}
     assert api_tool.describe(tuple)["kind"] == "class"  # a bare class stays a class
-    from course_lib.grading.judge import Verdict
+    from course_lib.grading.judging.judge import Verdict
     assert api_tool.describe(Verdict) == {"kind": "type alias", "value": "tuple[str, str, str, int, str]"}
 
 
@@ -162,8 +163,8 @@ def test_update_script_check_mode(tmp_path) -> None:
 
 # --- deprecation ------------------------------------------------------------------------------------------------
 
-def test_deprecated_function_warns_naming_the_replacement_and_still_works() -> None:
-    @deprecated(replacement="course_lib.models.masking.causal_mask", since="0.2", removal="0.3")
+def test_deprecated_function_warns_naming_the_replacement_and_the_removal_and_still_works() -> None:
+    @deprecated(replacement="course_lib.models.masking.causal_mask", since="0.1.0", removal="0.3.0")
     def look_ahead_mask(n: int) -> int:
         """The old name."""
         return n * 2
@@ -171,14 +172,14 @@ def test_deprecated_function_warns_naming_the_replacement_and_still_works() -> N
     with pytest.warns(CourseDeprecationWarning, match=r"use course_lib\.models\.masking\.causal_mask instead") as rec:
         assert look_ahead_mask(3) == 6
     message = str(rec[0].message)
-    assert "look_ahead_mask is deprecated since course_lib 0.2 and will be removed in 0.3" in message
+    assert "look_ahead_mask is deprecated since course_lib 0.1.0 and will be removed in 0.3.0" in message
     assert rec[0].filename == __file__, "the warning must point at the caller's line"
     assert look_ahead_mask.__name__ == "look_ahead_mask" and "Deprecated" in look_ahead_mask.__doc__
     assert look_ahead_mask.__deprecated__ == message
 
 
 def test_deprecated_class_warns_on_construction_and_keeps_isinstance() -> None:
-    @deprecated(replacement="course_lib.models.attention.MultiHeadAttention")
+    @deprecated(replacement="course_lib.models.attention.MultiHeadAttention", removal="0.3.0")
     class MHA:
         def __init__(self, d_model: int) -> None:
             self.d_model = d_model
@@ -193,46 +194,60 @@ def test_deprecated_class_warns_on_construction_and_keeps_isinstance() -> None:
         Sub(4)
 
 
-def test_deprecated_alias_and_module_attributes() -> None:
-    def causal(n: int) -> int:
-        return n + 1
-
-    old = deprecated_alias("course_lib.models.masking.subsequent_mask", causal,
-                           replacement="course_lib.models.masking.causal_mask")
-    with pytest.warns(CourseDeprecationWarning,
-                      match="subsequent_mask is deprecated.*use course_lib.models.masking.causal_mask"):
-        assert old(1) == 2
-    assert old.__name__ == "subsequent_mask"
-
+def test_deprecated_module_attributes_give_the_new_object_itself() -> None:
     module = types.ModuleType("course_lib.fake_module")
 
     class NewClass:
         pass
 
     module.NewClass = NewClass
-    module.__getattr__ = deprecated_attributes(module.__name__, {"OldClass": (NewClass, "NewClass")}, since="0.2")
+    module.__getattr__ = deprecated_attributes(module.__name__, {"OldClass": (NewClass, "NewClass")}, since="0.1.0",
+                                               removal="0.2.0")
     with pytest.warns(CourseDeprecationWarning, match="course_lib.fake_module.OldClass is deprecated since "
-                                                      "course_lib 0.2.*use NewClass instead"):
+                                                      "course_lib 0.1.0 and will be removed in 0.2.0; use NewClass"):
         assert module.OldClass is NewClass  # the very same class: isinstance and subclassing keep working
     with pytest.raises(AttributeError, match="no attribute 'Other'"):
         module.Other  # noqa: B018
 
 
-def test_a_deprecation_must_name_its_replacement() -> None:
+def test_a_deprecation_must_name_its_replacement_and_a_removal_release_still_ahead() -> None:
     with pytest.raises(ValueError, match="replacement"):
-        deprecated(replacement="")
+        deprecated(replacement="", removal="0.3.0")
     with pytest.raises(ValueError, match="replacement"):
-        deprecated_attributes("m", {"Old": (object, "  ")})
-    with pytest.raises(TypeError, match="class"):
-        deprecated_alias("Old", dict)
-    assert deprecation_message("a", "b") == "a is deprecated and will be removed in a future release; use b instead."
+        deprecated_attributes("m", {"Old": (object, "  ")}, removal="0.3.0")
+    with pytest.raises(TypeError, match="removal"):
+        deprecated(replacement="new_fn")  # type: ignore[call-arg]  # no removal: refused
+    with pytest.raises(TypeError, match="removal"):
+        deprecated_attributes("m", {"Old": (object, "New")})  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="removal must be a release such as '0.3.0', got 'soon'"):
+        deprecated(replacement="new_fn", removal="soon")
+    with pytest.raises(ValueError, match=f"removal must be a release after the current {course_lib.__version__}"):
+        deprecated(replacement="new_fn", removal=course_lib.__version__)(lambda: None)
+    with pytest.raises(ValueError, match="removal must be a release after"):
+        deprecated_attributes("m", {"Old": (object, "New")}, removal="0.0.1")
+    assert deprecation_message("a", "b", removal="0.3") == "a is deprecated and will be removed in 0.3; use b instead."
+
+
+def test_no_deprecation_outlives_its_removal_release() -> None:
+    """Every deprecation the package declares names a release; once the version reaches it, this fails until
+    the old name is removed. The rule can fail: a deprecation removed in 0.3.0 is overdue at 0.3.0."""
+    import course_lib.checks  # noqa: F401 - every module of the package that might declare one
+    import course_lib.grading  # noqa: F401
+
+    assert overdue() == [], f"remove these deprecated names (their removal release is reached): {overdue()}"
+
+    @deprecated(replacement="new_fn", removal="0.3.0", name="course_lib.demo.old_fn")
+    def old_fn() -> None:
+        return None
+
+    assert "course_lib.demo.old_fn" in overdue("0.3.0") and "course_lib.demo.old_fn" not in overdue("0.2.9")
 
 
 def test_deprecation_warnings_are_shown_by_default() -> None:
     """Unlike DeprecationWarning, the course's warning reaches a user's script (and a notebook) unfiltered."""
     code = ("from course_lib._deprecation import deprecated\n"
             "def helper():\n"
-            "    @deprecated(replacement='new_fn')\n"
+            "    @deprecated(replacement='new_fn', removal='99.0.0')\n"
             "    def old_fn():\n"
             "        return 1\n"
             "    return old_fn\n"
@@ -244,7 +259,7 @@ def test_deprecation_warnings_are_shown_by_default() -> None:
 
 
 def test_warnings_module_filters_still_apply() -> None:
-    @deprecated(replacement="x")
+    @deprecated(replacement="x", removal="99.0.0")
     def f() -> None:
         return None
 
@@ -260,4 +275,4 @@ def test_deprecation_docstring_examples_run() -> None:
     import course_lib._deprecation as module
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted >= 10 and result.failed == 0
+    assert result.attempted >= 8 and result.failed == 0

@@ -97,7 +97,7 @@ def test_generate_calls_the_models_forward_and_matches_the_uncached_tokens() -> 
 
 
 def test_the_generation_module_holds_no_copy_of_a_layers_forward() -> None:
-    """``forward_with_cache`` and ``cached_attention_step`` are deprecated wrappers over the modules' forward:
+    """Generation calls the model's own forward (``model(tokens, cache=caches)``):
     no call of a layer's parts (norms, projections, feed-forward) is left in generation."""
     import ast
     import inspect
@@ -108,31 +108,6 @@ def test_the_generation_module_holds_no_copy_of_a_layers_forward() -> None:
     parts = {"norm1", "norm2", "w_q", "w_k", "w_v", "w_o", "feed_forward", "dropout1", "dropout2", "lm_head"}
     used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)} & parts
     assert not used, f"generation reaches into a layer's parts: {sorted(used)}"
-
-
-def test_deprecated_cache_functions_still_give_the_old_results() -> None:
-    from course_lib.generation.sampling import cached_attention_step, forward_with_cache
-
-    torch.manual_seed(5)
-    model = GPT(30, d_model=16, num_heads=2, num_layers=2, max_len=32).eval()
-    tokens = torch.randint(0, 30, (2, 12))
-    full = model(tokens)
-    with pytest.warns(FutureWarning, match="model.make_cache"):
-        logits, cache = forward_with_cache(model, tokens[:, :5])
-    torch.testing.assert_close(logits, full[:, :5], atol=ATOL, rtol=0)
-    with pytest.warns(FutureWarning):
-        for t in range(5, 12):
-            logits, cache = forward_with_cache(model, tokens[:, t:t + 1], cache)
-            torch.testing.assert_close(logits[:, 0], full[:, t], atol=ATOL, rtol=0)
-    assert cache.length == 12 and cache.keys[0].shape == (2, 2, 12, 8)
-    attn = model.blocks.layers[0].self_attn
-    x = torch.randn(2, 9, 16)
-    expected, _ = attn(x, x, x, mask=causal_mask(9))
-    with pytest.warns(FutureWarning, match="cache="):
-        out, keys, values = cached_attention_step(attn, x[:, :6], None, None)
-        out2, keys, values = cached_attention_step(attn, x[:, 6:], keys, values)
-    torch.testing.assert_close(torch.cat([out, out2], 1), expected, atol=ATOL, rtol=0)
-    assert keys.shape == values.shape == (2, 2, 9, 8)
 
 
 def test_a_cache_needs_self_attention_and_a_kv_cache() -> None:
@@ -157,8 +132,6 @@ def test_cache_causal_mask() -> None:
 
 def test_key_size_is_an_option_of_multi_head_attention() -> None:
     """Table 3, row B: queries and keys of d_k per head, values of d_model / h; the formula written out here."""
-    from course_lib.experiments.paper import KeySizeAttention
-
     torch.manual_seed(6)
     mha = MultiHeadAttention(16, 4, d_k=2).eval()
     assert mha.w_q.weight.shape == mha.w_k.weight.shape == (8, 16) and mha.w_v.weight.shape == (16, 16)
@@ -170,9 +143,6 @@ def test_key_size_is_an_option_of_multi_head_attention() -> None:
     expected = mha.w_o((weights @ v).transpose(1, 2).reshape(2, 3, 16))
     torch.testing.assert_close(mha(q_in, kv, kv)[0], expected, atol=1e-6, rtol=0)
     torch.testing.assert_close(mha(q_in, kv, kv, need_weights=True)[1], weights, atol=1e-6, rtol=0)
-    with pytest.warns(FutureWarning, match="MultiHeadAttention"):
-        old = KeySizeAttention(16, 4, d_k=2)
-    assert isinstance(old, MultiHeadAttention) and old.d_k == 2
     with pytest.raises(ValueError, match="d_k=2"):
         mha.to_torch()
 

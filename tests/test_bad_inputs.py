@@ -215,7 +215,7 @@ def test_generate_refuses_a_negative_number_of_new_tokens() -> None:
 
 
 def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
-    from course_lib.generation.sampling import forward_with_cache, generate
+    from course_lib.generation.sampling import generate
 
     model = _gpt(vocab_size=20)
     bad = torch.tensor([[1, 25, 3]])
@@ -223,20 +223,12 @@ def test_the_cache_path_makes_the_id_check_of_gpt_forward() -> None:
         model(bad)
     with pytest.raises(ValueError, match=r"GPT: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
         model(bad, cache=model.make_cache())
-    with pytest.warns(FutureWarning), \
-            pytest.raises(ValueError, match=r"_cache: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
-        forward_with_cache(model, bad)
     for use_cache in (True, False):
         with pytest.raises(ValueError, match=r"generate: token ids must be in \[0, vocab_size=20\), got \[1, 25\]"):
             generate(model, bad, max_new_tokens=2, use_cache=use_cache)
     with pytest.raises(ValueError, match=r"generate: tokens must be an integer tensor of shape \(batch, seq\), "
                                          r"got torch.float32 \(1, 3\)"):
         generate(model, bad.float(), max_new_tokens=2)
-    with pytest.warns(FutureWarning):
-        _, cache = forward_with_cache(model, torch.tensor([[1, 2], [3, 4]]))
-    with pytest.warns(FutureWarning), \
-            pytest.raises(ValueError, match="cache holds 1 layers for batch 2.*tokens batch 3"):
-        forward_with_cache(model, torch.tensor([[1], [2], [3]]), cache)
     layers = model.make_cache()
     model(torch.tensor([[1, 2], [3, 4]]), cache=layers)
     with pytest.raises(ValueError, match="GPT: the cache holds batch 2, tokens has batch 3"):
@@ -336,7 +328,7 @@ def test_train_lm_names_a_bad_setting_before_training(kwargs: dict, message: str
 
 def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
     from course_lib.models.bert import BERT
-    from course_lib.training.pretraining import accuracy, fine_tune, labelled_subset
+    from course_lib.training.pretraining import fine_tune, labelled_subset
 
     model = BERT(20, d_model=8, num_heads=2, num_layers=1, max_len=16, num_classes=3)
     tokens = torch.randint(0, 20, (8, 10))
@@ -344,8 +336,5 @@ def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
         fine_tune(model, tokens, torch.full((8,), 5), 2, progress=False)
     with pytest.raises(ValueError, match=r"and labels \(batch,\), got \(8, 10\) and \(7,\)"):
         fine_tune(model, tokens, torch.zeros(7, dtype=torch.long), 2, progress=False)
-    with pytest.warns(FutureWarning, match="classifier_accuracy"), \
-            pytest.raises(ValueError, match=r"and labels \(batch,\), got \(8, 10\) and \(7,\)"):
-        accuracy(model, tokens, torch.zeros(7, dtype=torch.long))  # the deprecated name keeps its checks
     with pytest.raises(ValueError, match="labelled_subset: per_class must be an int >= 1, got 0"):
         labelled_subset(torch.tensor([0, 1, 0, 1]), 0, seed=0)

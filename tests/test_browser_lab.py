@@ -29,17 +29,23 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
-from browser import SCREENSHOTS, chromium, screenshot
+from browser import (
+    CURRENT,
+    READ_CELLS,
+    SCREENSHOTS,
+    chromium,
+    jupyterlab,
+    open_notebook,
+    run_command,
+    screenshot,
+    wait_until_done,
+)
 from conftest import NOTEBOOKS, ROOT, SAMPLE_NOTES, run_everything, sample, sample_seed
 
 SHIPPED_SETTINGS = ROOT / "jupyter" / "lab" / "settings"
@@ -75,96 +81,11 @@ SOLUTION = '''def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor
 '''
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[dict[str, str]]:
     """A JupyterLab server on a copy of the notebooks, with the shipped settings; its URL and token."""
-    base = tmp_path_factory.mktemp("lab")
-    root = base / "notebooks"
-    root.mkdir()
-    for path in NOTEBOOKS:
-        shutil.copy(path, root / path.name)
-    shutil.copytree(SHIPPED_SETTINGS, base / "app-settings")  # as `make lab` installs them
-    user = base / "user-settings" / "@jupyterlab" / "notebook-extension"
-    user.mkdir(parents=True)
-    # The test's own user setting: record each cell's execution times (read below), nothing else.
-    (user / "tracker.jupyterlab-settings").write_text(json.dumps({"recordTiming": True}))
-    port, token = _free_port(), os.urandom(16).hex()
-    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "JUPYTER_CONFIG_DIR")}
-    env.update(COURSE_SMOKE="1", JUPYTERLAB_SETTINGS_DIR=str(base / "user-settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(base / "workspaces"), JUPYTER_CONFIG_DIR=str(base / "config"),
-               JUPYTER_RUNTIME_DIR=str(base / "runtime"), PYTHONPATH=os.pathsep.join(
-                   [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    log = open(base / "lab.log", "w")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         f"--LabApp.app_settings_dir={base / 'app-settings'}", "--expose-app-in-browser", "--allow-root"],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=5)
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"JupyterLab did not start:\n{(base / 'lab.log').read_text()[-3000:]}")
-                time.sleep(0.5)
-        yield {"url": url, "token": token, "log": str(base / "lab.log")}
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
-
-
-# JavaScript run in the page, on the application object (`--expose-app-in-browser`).
-CURRENT = "window.jupyterapp.shell.currentWidget"
-READ_CELLS = f"""() => {{
-    const nb = {CURRENT};
-    return Array.from({{length: nb.content.model.cells.length}},
-        (_, i) => {{ const c = nb.content.model.cells.get(i); return {{
-            type: c.type, source: c.sharedModel.getSource(), meta: c.getMetadata('course') || null,
-            count: c.type === 'code' ? c.executionCount : null,
-            outputs: c.type === 'code' ? c.outputs.toJSON() : [],
-            execution: c.getMetadata('execution') || null}}; }});
-}}"""
-
-
-def _open(page, lab: dict[str, str], name: str) -> None:
-    page.goto(f"{lab['url']}/lab/tree/{name}?token={lab['token']}&reset")
-    page.wait_for_function(f"() => window.jupyterapp && {CURRENT} && {CURRENT}.content && "
-                           f"{CURRENT}.context.path === {json.dumps(name)} && {CURRENT}.sessionContext.session "
-                           f"&& {CURRENT}.sessionContext.session.kernel && "
-                           f"{CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=120_000)
-
-
-def _run(page, command: str) -> None:
-    page.evaluate(f"() => window.jupyterapp.commands.execute({json.dumps(command)})")
-
-
-def _wait_until_done(page, timeout_s: float) -> list[dict]:
-    """Wait until every code cell ran (or one failed and Run All stopped); return the cells."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        idle = page.evaluate(f"() => {CURRENT}.sessionContext.session.kernel.status === 'idle'")
-        cells = page.evaluate(READ_CELLS)
-        code = [c for c in cells if c["type"] == "code"]
-        failed = any(o.get("output_type") == "error" for c in code for o in c["outputs"])
-        if idle and (failed or all(c["count"] for c in code)):
-            time.sleep(0.5)  # outputs of the last message
-            return page.evaluate(READ_CELLS)
-        time.sleep(1.0)
-    raise AssertionError(f"Run All did not finish within {timeout_s} s")
+    with jupyterlab(tmp_path_factory.mktemp("lab"), NOTEBOOKS) as server:
+        yield server
 
 
 def _text(outputs: list[dict]) -> str:
@@ -220,9 +141,9 @@ def test_every_notebook_runs_in_jupyterlab_and_a_typed_solution_passes(lab) -> N
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         for path in LAB_NOTEBOOKS:
-            _open(page, lab, path.name)
-            _run(page, "notebook:run-all-cells")
-            cells = _wait_until_done(page, RUN_TIMEOUT_S)
+            open_notebook(page, lab, path.name)
+            run_command(page, "notebook:run-all-cells")
+            cells = wait_until_done(page, RUN_TIMEOUT_S)
             if _news_popup(page):  # after the run: JupyterLab asks a while after it opens
                 problems.append(f"{path.name}: the Jupyter news pop-up is shown")
             screenshot(page, f"lab-{path.stem}")
@@ -258,12 +179,12 @@ def test_every_notebook_runs_in_jupyterlab_and_a_typed_solution_passes(lab) -> N
 def _typed_solution_passes(page, lab: dict[str, str], times: dict[str, list[dict]]) -> list[str]:
     """Open notebook 00 afresh, type a solution into its exercise cell, run it and its check."""
     name = "00_welcome.ipynb"
-    _open(page, lab, name)
+    open_notebook(page, lab, name)
     cells = page.evaluate(READ_CELLS)
     index = next(i for i, c in enumerate(cells) if (c["meta"] or {}).get("role") == "exercise")
     # Run the cells above the exercise (imports), then select the exercise cell and replace its text.
     page.evaluate(f"() => {{ {CURRENT}.content.activeCellIndex = {index}; }}")
-    _run(page, "notebook:run-all-above")
+    run_command(page, "notebook:run-all-above")
     page.wait_for_function(f"() => {CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=120_000)
     editor = page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".cm-content")
     editor.scroll_into_view_if_needed()
@@ -293,8 +214,8 @@ BROKEN = SOLUTION.replace("dim: int = -1)", "dim: int = -1")  # a SyntaxError: t
 def _run_exercise_and_check(page, index: int) -> str:
     """Run the exercise cell at ``index`` and its check (as Shift+Enter twice does); the check's text."""
     page.evaluate(f"() => {{ {CURRENT}.content.activeCellIndex = {index}; }}")
-    _run(page, "notebook:run-cell-and-select-next")
-    _run(page, "notebook:run-cell-and-select-next")
+    run_command(page, "notebook:run-cell-and-select-next")
+    run_command(page, "notebook:run-cell-and-select-next")
     page.wait_for_function(f"() => {CURRENT}.content.model.cells.get({index + 1}).executionCount !== null && "
                            f"{CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=120_000)
     time.sleep(0.5)  # the last output message
@@ -313,7 +234,7 @@ def _a_broken_cell_never_passes(page, index: int) -> list[str]:
             page.evaluate(f"async () => {{ await {CURRENT}.sessionContext.session.kernel.restart(); "
                           f"{CURRENT}.content.model.cells.get({index + 1}).executionCount = null; }}")
             page.evaluate(f"() => {{ {CURRENT}.content.activeCellIndex = {index}; }}")
-            _run(page, "notebook:run-all-above")
+            run_command(page, "notebook:run-all-above")
             page.wait_for_function(f"() => {CURRENT}.sessionContext.session.kernel.status === 'idle'",
                                    timeout=120_000)
         text = _run_exercise_and_check(page, index)

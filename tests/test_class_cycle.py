@@ -24,9 +24,9 @@ from test_gradebook import NB13, mixed_class
 
 from course_lib.exercises.notebooks import exercise_cells, solve
 from course_lib.grading.cli import main
-from course_lib.grading.gradebook import GRADEBOOK_NAME, Gradebook
+from course_lib.grading.records.gradebook import GRADEBOOK_NAME, Gradebook
 from course_lib.grading.runner import GradeConfig, grade_submission
-from course_lib.grading.sandbox import SandboxUnavailable, probe
+from course_lib.grading.sandbox.sandbox import SandboxUnavailable, probe
 
 FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
 if str(FX.parent) not in sys.path:

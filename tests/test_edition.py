@@ -11,7 +11,7 @@ What is proved, for every registered exercise (the course's thirteen notebooks a
     search ``tests/edition_probe.py`` runs inside the edition's environment on every public callable.
 
 The same for an instructor's assignment (``assignments/kv_cache``) and its student folder, and for the
-grader's sandbox copy (``course_lib.grading.libcopy``), which uses the same stripping.
+grader's sandbox copy (``course_lib.grading.sandbox.libcopy``), which uses the same stripping.
 """
 
 from __future__ import annotations
@@ -766,7 +766,7 @@ def test_the_assignments_notebook_runs_unsolved_in_the_student_folder(small_edit
 
 def test_the_sandbox_copy_holds_no_give_away_of_the_exercise_it_grades(tmp_path: Path) -> None:
     from course_lib.exercises import get_exercise
-    from course_lib.grading.libcopy import build_library
+    from course_lib.grading.sandbox.libcopy import build_library
 
     course_exercises()
     build_library(tmp_path, [get_exercise("sinusoidal_table").reference])

@@ -196,13 +196,6 @@ def test_train_lm_stops_at_its_time_limit_and_names_itself_on_nan() -> None:
                  seq_len=8, lr=1e30, warmup=0, progress=False)
 
 
-def test_lm_history_is_a_deprecated_alias_of_train_history() -> None:
-    import course_lib.training.language_model as lm
-
-    with pytest.warns(FutureWarning, match="course_lib.training.engine.TrainHistory"):
-        assert lm.LMHistory is TrainHistory
-
-
 # ------------------------------------------------------------------------------------------------
 # Schedules: one function each, constant after the last step
 # ------------------------------------------------------------------------------------------------
@@ -245,24 +238,13 @@ def test_lr_schedulers_follow_their_factor(make) -> None:
         make(optimizer, 2, 6, floor=1.5)
 
 
-def test_images_cosine_is_the_shared_one() -> None:
-    """The digits' old spelling of the schedule (from before the training half left the data module) is the engine's
-    one schedule, with a warning."""
-    import course_lib.data.digits as images
-
-    with pytest.warns(FutureWarning, match=r"use course_lib\.training\.engine\.warmup_cosine_schedule"):
-        assert images.warmup_cosine_schedule is warmup_cosine_schedule
-
-
 # ------------------------------------------------------------------------------------------------
 # One accuracy of a classifier
 # ------------------------------------------------------------------------------------------------
 
-def test_classifier_accuracy_and_its_deprecated_spellings() -> None:
-    import course_lib.data.digits as images
+def test_classifier_accuracy_of_a_classifier_and_of_bert() -> None:
     from course_lib.evaluation.metrics import classifier_accuracy
     from course_lib.models.bert import BERT
-    from course_lib.training import pretraining
 
     model = nn.Linear(3, 2)
     with torch.no_grad():
@@ -272,13 +254,9 @@ def test_classifier_accuracy_and_its_deprecated_spellings() -> None:
     labels = torch.tensor([0, 1, 1, 1])
     model.train()
     assert classifier_accuracy(model, inputs, labels, batch_size=3) == 0.75 and model.training
-    with pytest.warns(FutureWarning, match="classifier_accuracy"):
-        assert images.accuracy(model, inputs, labels) == 0.75
     bert = BERT(20, d_model=8, num_heads=2, num_layers=1, max_len=8, num_classes=3).eval()
     tokens, classes = torch.randint(0, 20, (6, 8)), torch.tensor([0, 1, 2, 0, 1, 2])
     expected = (bert.classify(tokens).argmax(-1) == classes).float().mean().item()
-    with pytest.warns(FutureWarning):
-        assert pretraining.accuracy(bert, tokens, classes) == pytest.approx(expected)
     assert classifier_accuracy(bert, tokens, classes, classify=bert.classify) == pytest.approx(expected)
     with pytest.raises(ValueError, match="same length"):
         classifier_accuracy(model, inputs, labels[:3])

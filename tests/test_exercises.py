@@ -366,11 +366,7 @@ def test_a_misspelt_exercise_names_the_known_ones() -> None:
         get_exercise("stable_sofmax")
 
 
-def test_exercise_grad_is_deprecated_and_no_exercise_sets_it() -> None:
-    """``Exercise.grad`` (run cases with autograd on) is used by no exercise: setting it warns, naming
-    ``differentiable``, the way gradients are judged."""
+def test_no_exercise_sets_grad() -> None:
+    """``Exercise.grad`` (run cases with autograd on) is used by no exercise: gradients are judged by
+    ``differentiable``."""
     assert not [ex.name for ex in EXERCISES + _assignment_exercises() if ex.grad]
-    with pytest.warns(FutureWarning, match=r"Exercise\(grad=True\) is deprecated.*differentiable=True"):
-        old = Exercise(name="old_grad", notebook="x", points=1, reference=torch.relu, public_cases=[],
-                       hidden_cases=[], grad=True)
-    assert old.grad is True  # still honoured until it is removed

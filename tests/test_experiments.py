@@ -11,7 +11,6 @@ from course_lib.experiments.paper import (
     P100_FLOPS,
     PAPER_TABLE3,
     PAPER_TRAINING,
-    KeySizeAttention,
     average_checkpoints,
     training_flops,
     transformer_forward_macs,
@@ -79,19 +78,6 @@ def test_averaged_model_loads_and_equals_the_mean_of_two_models() -> None:
 def test_average_checkpoints_rejects_mismatches(bad, message) -> None:
     with pytest.raises(ValueError, match=message):
         average_checkpoints(bad)
-
-
-def test_key_size_attention_equals_multi_head_attention_at_d_model_over_h() -> None:
-    """With d_k = d_model / h and the same weights, row B's attention (the deprecated spelling of
-    MultiHeadAttention's d_k) is the course's MultiHeadAttention."""
-    torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4).eval()
-    with pytest.warns(FutureWarning, match="MultiHeadAttention"):
-        ours = KeySizeAttention(16, 4, d_k=4).eval()
-    ours.load_state_dict(mha.state_dict())
-    q, kv = torch.randn(2, 3, 16), torch.randn(2, 5, 16)
-    mask = torch.tensor([True, True, True, False, False]).reshape(1, 1, 1, 5)
-    torch.testing.assert_close(ours(q, kv, kv, mask)[0], mha(q, kv, kv, mask)[0])
 
 
 def test_with_key_size_changes_every_attention_and_the_parameter_count() -> None:

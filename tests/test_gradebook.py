@@ -24,11 +24,12 @@ from nbtools import load
 from course_lib.exercises.notebooks import solve
 from course_lib.grading import cli
 from course_lib.grading.cli import ClassOptions, grade_many, main
-from course_lib.grading.exports import CANVAS_COLUMNS, MOODLE_COLUMNS
-from course_lib.grading.gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
-from course_lib.grading.roster import UNMATCHED, Roster, Student, read_roster
-from course_lib.grading.runner import ExerciseResult, GradeConfig, SubmissionReport
-from course_lib.grading.scoring import ScoringRule, late_factor
+from course_lib.grading.judging.scoring import ScoringRule, late_factor
+from course_lib.grading.records.exports import CANVAS_COLUMNS, MOODLE_COLUMNS
+from course_lib.grading.records.gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
+from course_lib.grading.records.report_types import ExerciseResult, SubmissionReport
+from course_lib.grading.records.roster import UNMATCHED, Roster, Student, read_roster
+from course_lib.grading.runner import GradeConfig
 from course_lib.grading.submission import file_sha256, read_submission
 
 EXERCISES = {"ex_a": 1.0, "ex_b": 2.0}

@@ -22,10 +22,10 @@ import course_lib.checks  # noqa: F401 - registers the course's exercises
 from course_lib.exercises import get_exercise
 from course_lib.exercises.feedback import inputs_as_plain, reference_observation, run_check
 from course_lib.exercises.tracing import thread_idents
-from course_lib.grading.codec import encode_cases, npz_bytes
 from course_lib.grading.course import ExerciseSpec
-from course_lib.grading.judge import judge
-from course_lib.grading.sandbox_main import observe_cases
+from course_lib.grading.judging.judge import judge
+from course_lib.grading.sandbox.codec import encode_cases, npz_bytes
+from course_lib.grading.sandbox.sandbox_main import observe_cases
 
 SEED = 7
 
@@ -188,7 +188,7 @@ def test_scratch_folders_of_a_dead_run_are_removed_and_live_ones_kept(tmp_path) 
     import subprocess
     import sys
 
-    from course_lib.grading.scratch import remove_stale
+    from course_lib.grading.sandbox.scratch import remove_stale
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = tmp_path / f"course-grade-lib-{int(dead.stdout)}-abc"
@@ -205,7 +205,7 @@ def test_a_sandbox_group_gets_one_cpus_worth_of_time_where_the_host_allows() -> 
     import os
     from pathlib import Path
 
-    from course_lib.grading.cgroups import SandboxCgroup
+    from course_lib.grading.sandbox.cgroups import SandboxCgroup
 
     group = SandboxCgroup(64, 2048, cpus=1.0)
     try:
@@ -285,7 +285,7 @@ def test_inside_the_sandbox_no_path_names_the_host(tmp_path) -> None:
     import sys
     from pathlib import Path
 
-    from course_lib.grading.sandbox import SandboxUnavailable, command, probe
+    from course_lib.grading.sandbox.sandbox import SandboxUnavailable, command, probe
 
     try:
         probe()

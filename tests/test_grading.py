@@ -33,14 +33,14 @@ from nbtools import load
 from course_lib.exercises import get_exercise
 from course_lib.exercises.feedback import run_check
 from course_lib.exercises.notebooks import exercise_cells, solve
-from course_lib.grading import codec as H
 from course_lib.grading.cli import grade_many, main
-from course_lib.grading.executor import MAX_TASKS
-from course_lib.grading.policy import check_source, setup_namespace
-from course_lib.grading.report import csv_safe, escape_markdown
-from course_lib.grading.results import UntrustedData, load_arrays, parse_header
+from course_lib.grading.judging.policy import check_source, setup_namespace
+from course_lib.grading.judging.results import UntrustedData, load_arrays, parse_header
+from course_lib.grading.records.report import csv_safe, escape_markdown
 from course_lib.grading.runner import STANDARD_IMPORTS, GradeConfig, grade_submission, read_submission
-from course_lib.grading.sandbox import SandboxUnavailable, probe
+from course_lib.grading.sandbox import codec as H
+from course_lib.grading.sandbox.executor import MAX_TASKS
+from course_lib.grading.sandbox.sandbox import SandboxUnavailable, probe
 from course_lib.models.softmax import stable_softmax
 
 NB00 = ROOT / "notebooks" / "00_welcome.ipynb"

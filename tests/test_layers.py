@@ -21,7 +21,6 @@ from course_lib.models.layers import (
     Encoder,
     EncoderLayer,
     FeedForward,
-    copy_attention_from_torch,
     normal_init_,
 )
 from course_lib.models.masking import causal_mask, decoder_mask, padding_mask
@@ -394,14 +393,6 @@ def test_attention_load_from_torch_refuses_what_would_not_give_equal_numbers() -
         MultiHeadAttention(D_MODEL, HEADS).load_from_torch(nn.MultiheadAttention(D_MODEL, HEADS, kdim=8, vdim=8))
     with pytest.raises(TypeError, match="must be an nn.MultiheadAttention"):
         MultiHeadAttention(D_MODEL, HEADS).load_from_torch(nn.Linear(D_MODEL, D_MODEL))
-
-
-def test_copy_attention_from_torch_is_deprecated_and_still_copies() -> None:
-    theirs = nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True)
-    ours = MultiHeadAttention(D_MODEL, HEADS)
-    with pytest.warns(FutureWarning, match=r"use MultiHeadAttention.load_from_torch"):
-        copy_attention_from_torch(ours, theirs)
-    assert torch.equal(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]), theirs.in_proj_weight)
 
 
 def test_one_place_in_course_lib_reads_pytorchs_stacked_projection() -> None:

@@ -4,7 +4,7 @@
   folders, so a new file is guarded without a change here) import nothing from data, training, evaluation,
   experiments, figures, checks, exercises, grading or the edition; data modules (``course_lib/data/``) import
   nothing from training, experiments, figures, checks, exercises, grading or the edition; every ``nn.Module``
-  class of the library is in a guarded model module (the checks' mistakes and deprecated shims aside); nothing
+  class of the library is in a guarded model module (the checks' mistakes aside); nothing
   imports a notebook; course_lib has no import cycles (imports inside functions count); no private name (``_x``) of a
   course_lib module is used by another module, a test of another module, a notebook or a script.
 - Notebooks: no device hard-coded (`.cuda()`), nothing downloaded at run time, no second copy of a
@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import ast
 import functools
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import NOTEBOOKS, ROOT
 
-import course_lib
 from course_lib.exercises import registered_exercises
 
 PACKAGE = ROOT / "course_lib"
@@ -46,11 +43,10 @@ KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 KNOWN_PRIVATE_USES = {
     # The grader writes course_lib/_submitted.py into the sandbox's copy of the library only (it hands the
     # learner's implementations to course code whose reference is withheld); it is never part of the package.
-    ("course_lib/grading/sandbox_main.py", "course_lib._submitted"),
+    ("course_lib/grading/sandbox/sandbox_main.py", "course_lib._submitted"),
 }
 # Tests whose file name does not say which module they test (tests/test_<name>.py tests course_lib.<name>).
-TESTS_OF = {"tests/test_api.py": ("course_lib._deprecation",),
-            "tests/test_moved_modules.py": ("course_lib._deprecation",)}
+TESTS_OF = {"tests/test_api.py": ("course_lib._deprecation",)}
 
 
 def _module_name(path: Path) -> str:
@@ -177,8 +173,7 @@ MODULE_CLASSES_ALLOWED_IN = ("course_lib.checks.", "course_lib.edition.")
 
 def test_every_torch_module_the_library_defines_is_guarded() -> None:
     """A class that is an ``nn.Module`` is a model part: it lives in a guarded module (``course_lib/models/``,
-    ``course_lib/generation/``), unless it is a checks module's mistake or a deprecated shim kept for old code
-    (``experiments.paper.KeySizeAttention``, whose code is ``models.attention.MultiHeadAttention``'s)."""
+    ``course_lib/generation/``), unless it is a checks module's mistake (or the class edition's stand-in)."""
     import importlib
     import inspect
 
@@ -191,7 +186,7 @@ def test_every_torch_module_the_library_defines_is_guarded() -> None:
         module = importlib.import_module(name)
         for attr, obj in vars(module).items():
             if inspect.isclass(obj) and issubclass(obj, nn.Module) and obj.__module__ == name \
-                    and name not in MODEL_MODULES and not hasattr(obj, "__deprecated__"):
+                    and name not in MODEL_MODULES:
                 outside.append(f"{name}.{attr}")
     assert not outside, f"nn.Module classes outside the guarded model packages (move them to models/): {outside}"
 
@@ -244,9 +239,7 @@ def _own_modules(where: str, path: Path | None) -> tuple[str, ...]:
     if where in TESTS_OF:
         return TESTS_OF[where]
     if where.startswith("tests/test_") and where.endswith(".py"):
-        name = where[len("tests/test_"):-3]
-        moved = course_lib.MOVED_MODULES.get(name)  # tests/test_text.py tests course_lib.data.translation
-        return (f"course_lib.{name}",) + ((f"course_lib.{moved}",) if moved else ())
+        return ("course_lib." + where[len("tests/test_"):-3],)
     return ()
 
 
@@ -341,77 +334,6 @@ def test_no_code_imports_a_notebook() -> None:
         if path.resolve() == Path(__file__).resolve():
             continue
         assert "import_notebook" not in path.read_text() and "from notebooks" not in path.read_text(), path
-
-
-# --- old module paths --------------------------------------------------------------------------------
-
-#: Files that name old module paths on purpose: the table of moved modules and the packages that serve old names,
-#: the deprecation machinery's examples, the tests of both, and the map's old -> new table.
-OLD_PATHS_ALLOWED = {"course_lib/__init__.py", "course_lib/_deprecation.py", "course_lib/training/__init__.py",
-                     "course_lib/generation/__init__.py", "course_lib/experiments/__init__.py",
-                     "tests/test_moved_modules.py", "tests/old_import_paths.json", "tests/test_repository.py",
-                     "docs/architecture.md"}
-_TEXT_FILES = (".py", ".ipynb", ".md", ".toml", ".yml", ".yaml", ".json", ".cfg", ".txt", ".html", "Makefile", "run")
-_NOT_OURS = {"build", "solutions", "release", "node_modules", "__pycache__"}
-#: Packages that took an old module's name: ``course_lib.training.X`` is old unless X is one of their modules.
-_PACKAGES_WITH_OLD_NAMES = ("training", "generation", "experiments")
-
-
-def _repository_text_files() -> list[Path]:
-    """The repository's own text files: what git tracks or would track (generated and ignored files, such as
-    ``*.egg-info``, are not the repository's), or every file but build folders where git is missing."""
-    try:
-        listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
-                                capture_output=True, check=True).stdout.decode("utf-8").split("\0")
-    except (OSError, subprocess.CalledProcessError):
-        listed = None
-    if listed is not None:
-        return sorted(ROOT / name for name in listed if name.endswith(_TEXT_FILES) and (ROOT / name).is_file())
-    found = []
-    for folder, dirs, files in os.walk(ROOT):
-        dirs[:] = [d for d in dirs if not d.startswith(".") or d == ".ci"]
-        dirs[:] = [d for d in dirs if d not in _NOT_OURS]
-        found += [Path(folder) / f for f in files if f.endswith(_TEXT_FILES)]
-    return sorted(found)
-
-
-def _old_module_paths(text: str) -> list[str]:
-    """The old module paths ``text`` uses (``course_lib.text``, ``course_lib/text.py``, ``from course_lib import
-    text``, ``course_lib.training.train``)."""
-    old = "|".join(sorted(course_lib.MOVED_MODULES, key=len, reverse=True))
-    found = [m[0] for m in re.finditer(rf"\bcourse_lib[./](?:{old})\b", text)]
-    found += [m[0] for m in re.finditer(rf"\bfrom course_lib import [^\n]*?\b(?:{old})\b", text)]
-    packages = "|".join(_PACKAGES_WITH_OLD_NAMES)
-    for m in re.finditer(rf"\bcourse_lib\.({packages})(?:\.(\w+)| import \(([^)]*)\)| import ([\w ,]+))", text):
-        names = [m[2]] if m[2] else [n.split("#")[0].strip() for n in (m[3] or m[4]).split(",")]
-        found += [f"course_lib.{m[1]}.{n}" for n in names
-                  if n and n != "import" and f"course_lib.{m[1]}.{n}" not in MODULES]
-    return found
-
-
-def test_nothing_in_the_repository_uses_an_old_module_path() -> None:
-    """Notebooks, docs, tests, scripts and the package itself use the new paths: only the alias table and its
-    tests name the old ones (a user's old code still runs, with a warning)."""
-    problems = []
-    for path in _repository_text_files():
-        where = path.relative_to(ROOT).as_posix()
-        if where in OLD_PATHS_ALLOWED:
-            continue
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        problems += [f"{where}: {used}" for used in sorted(set(_old_module_paths(text)))]
-    assert not problems, "old module paths (see docs/architecture.md, 'Old module names'):\n" + "\n".join(
-        f"  {p}" for p in problems)
-
-
-def test_old_path_detection() -> None:
-    text = ("import course_lib.text\nfrom course_lib import runtime, plotting\nsee course_lib/lm.py\n"
-            "from course_lib.training import train, cli\ncourse_lib.training.engine.train\n"
-            "from course_lib.data.translation import Vocab\nfrom course_lib.generation.sampling import generate\n")
-    assert _old_module_paths(text) == ["course_lib.text", "course_lib/lm", "from course_lib import runtime, plotting",
-                                       "course_lib.training.train"]
 
 
 # --- notebooks -----------------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 Notebook 13's answers exist in Hugging Face's ``transformers`` (``repeat_kv``, ``LlamaRMSNorm``, ``rotate_half``),
 which the course's environment installs for its tests. A cell can reach an importer without an import statement
 (``torch.importlib.import_module``), so the static policy cannot keep a library's answer out; the sandbox does, by
-not holding the library at all (``course_lib.grading.packages``). Before this, a submission whose ``repeat_kv`` and
-``RMSNorm.forward`` called Hugging Face's scored 2 of those 2 exercises' points.
+not holding the library at all (``course_lib.grading.sandbox.packages``). Before this, a submission whose
+``repeat_kv`` and ``RMSNorm.forward`` called Hugging Face's scored 2 of those 2 exercises' points.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.grading.packages import COURSE_REQUIREMENTS, canonical, sandbox_distributions
-from course_lib.grading.sandbox import SandboxUnavailable, command, probe
+from course_lib.grading.sandbox.packages import COURSE_REQUIREMENTS, canonical, sandbox_distributions
+from course_lib.grading.sandbox.sandbox import SandboxUnavailable, command, probe
 
 ROOT = Path(__file__).resolve().parents[1]
 

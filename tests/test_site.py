@@ -236,3 +236,35 @@ def test_no_internal_link_is_broken(crawled: tuple[str, dict[str, dict]]) -> Non
             elif fragment and "ids" in reached and fragment not in reached["ids"]:
                 broken.append(f"{url} -> {link} (no element with id {fragment!r})")
     assert not broken, f"{len(broken)} broken links:\n" + "\n".join(f"  {b}" for b in sorted(set(broken))[:40])
+
+
+def _explorer_page(browser: object, url: str, base: str) -> tuple[object, list[str]]:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    refused: list[str] = []
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith((base, "data:", "blob:"))
+               else (refused.append(route.request.url), route.abort()))
+    page.goto(url, wait_until="load")
+    page.wait_for_selector(".course-explorer .cx-root", timeout=30_000)
+    return page, refused
+
+
+def test_the_explorer_works_on_the_site_offline(server: str) -> None:
+    """Notebooks 07 and 10 show their explorers' static twins: a hover highlights where a token looks (07's
+    cross-attention, 10's self-attention), and 10's temperature slider changes the bars; nothing is fetched."""
+    with chromium() as browser:
+        for name in ("07_training_and_decoding", "10_language_model"):
+            page, refused = _explorer_page(browser, f"{server}notebooks/{name}.html", server)
+            view = page.locator(".course-explorer [data-view=attention]").first
+            view.locator("[data-side=query] .cx-token").nth(1).hover()
+            weights = view.locator("[data-side=key] .cx-token").evaluate_all(
+                "els => els.map(e => Number(e.dataset.weight || 0))")
+            assert sum(weights) == pytest.approx(1.0, abs=5e-3), (name, weights)  # a row of weights
+            if name.startswith("10"):
+                bars = page.locator(".course-explorer [data-view=generation] .cx-bar")
+                before = float(bars.first.get_attribute("data-prob"))
+                slider = page.locator(".course-explorer [data-view=generation] input[data-name=temperature]")
+                slider.fill("0.3")
+                slider.dispatch_event("input")
+                assert float(bars.first.get_attribute("data-prob")) > before
+            assert refused == [], refused
+            page.close()

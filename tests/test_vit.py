@@ -215,19 +215,6 @@ def test_old_state_dict_loads_and_gives_identical_numbers() -> None:
         new.load_state_dict({k: v for k, v in old.state_dict().items() if not k.startswith("norm.")})
 
 
-def test_old_attribute_names_and_small_cnn_warn_and_still_work() -> None:
-    model = small_vit()
-    with pytest.warns(FutureWarning, match=r"use VisionTransformer.encoder.layers instead"):
-        assert model.layers is model.encoder.layers
-    with pytest.warns(FutureWarning, match=r"use VisionTransformer.encoder.norm instead"):
-        assert model.norm is model.encoder.norm
-    import course_lib.models.vit
-
-    with pytest.warns(FutureWarning,
-                      match=r"course_lib.models.vit.SmallCNN .*use course_lib.models.baselines.SmallCNN"):
-        assert course_lib.models.vit.SmallCNN is SmallCNN
-
-
 def test_model_errors_name_the_dimension() -> None:
     model = small_vit()
     with pytest.raises(ValueError, match=r"images have 3 channels .*in_channels=1"):

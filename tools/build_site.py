@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -211,6 +212,24 @@ def _copy(source: Path, destination: Path) -> None:
         shutil.copy2(source, destination)
 
 
+EXPLORER_MARK = 'class="course-explorer"'
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def stage_notebook(source: Path, destination: Path) -> None:
+    """Copy an executed notebook for the site, showing each explorer as its static twin: an output that carries
+    the explorer's HTML (``course_lib.figures.explorer``) loses its widget view, which would need a widget
+    manager from a CDN, so that the page renders the HTML, the same JavaScript on the same data."""
+    notebook = json.loads(source.read_text(encoding="utf-8"))
+    for cell in notebook.get("cells", []):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if WIDGET_VIEW in data and EXPLORER_MARK in "".join(data.get("text/html", "")):
+                del data[WIDGET_VIEW]
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    destination.write_text(json.dumps(notebook, ensure_ascii=False, indent=1), encoding="utf-8")
+
+
 def stage(folder: Path, executed: list[tuple[Path, Path]], api: Path) -> dict:
     """Lay the site's sources out in ``folder/docs`` and return the navigation (MkDocs' ``nav``)."""
     docs = folder / "docs"
@@ -226,7 +245,7 @@ def stage(folder: Path, executed: list[tuple[Path, Path]], api: Path) -> dict:
         if result.is_file():
             _copy(result, docs / "benchmarks" / "results" / result.name)
     for notebook, cached in executed:
-        _copy(cached, docs / "notebooks" / notebook.name)
+        stage_notebook(cached, docs / "notebooks" / notebook.name)
     _copy(api, docs / "api")
     (docs / "reference.md").write_text(api_index(docs / "api"), encoding="utf-8")
     _copy(SITE_CONFIG / "assets", docs / "assets")

@@ -2,7 +2,7 @@
 
 ``tests/test_api.py`` compares the live API with this record and fails when a public name is added,
 removed or changes its signature. When the change is deliberate, regenerate the record and commit it
-with the change (removing a name? deprecate it first, see ``course_lib/_deprecation.py``)::
+with the change (removing a released name? deprecate it first, see ``course_lib/_deprecation.py``)::
 
     python tools/update_api_record.py            # rewrite tests/api_record.json from the live API
     python tools/update_api_record.py --check    # only compare; exit 1 and list the differences

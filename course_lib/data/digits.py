@@ -21,10 +21,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
-
-from course_lib._deprecation import deprecated, moved_attributes
-from course_lib.evaluation.metrics import classifier_accuracy
 
 __all__ = [
     "load_digits_tensors",
@@ -32,7 +28,6 @@ __all__ = [
     "digits_split",
     "random_shift",
     "digits_loaders",
-    "accuracy",
 ]
 
 
@@ -178,21 +173,3 @@ def digits_loaders(split: DigitsSplit, batch_size: int = 64, max_shift: int = 1,
     val = DataLoader(TensorDataset(split.val_x, split.val_y), batch_size=256)
     test = DataLoader(TensorDataset(split.test_x, split.test_y), batch_size=256)
     return train, val, test
-
-
-@deprecated(replacement="course_lib.evaluation.metrics.classifier_accuracy (the one accuracy of a classifier)")
-def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch_size: int = 512) -> float:
-    """The fraction of ``images`` (n, C, H, W) that ``model`` classifies as ``labels`` (n,), in eval mode:
-    :func:`course_lib.evaluation.metrics.classifier_accuracy` (which this calls)."""
-    return classifier_accuracy(model, images, labels, batch_size)
-
-
-# The training half (the optimiser, the loop's wrapper and its history) left for the training package: a data module
-# trains nothing. The old names warn and give the objects of their new homes.
-__getattr__ = moved_attributes(__name__, {
-    "classifier_optimizer": "course_lib.training.image_classifier.classifier_optimizer",
-    "train_classifier": "course_lib.training.image_classifier.train_classifier",
-    "fit_classifier": "course_lib.training.image_classifier.fit_classifier",
-    "TrainHistory": "course_lib.training.engine.TrainHistory",
-    "warmup_cosine_schedule": "course_lib.training.engine.warmup_cosine_schedule",
-})

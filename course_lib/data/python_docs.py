@@ -33,6 +33,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from course_lib.data.translation import learn_bpe
@@ -286,27 +287,34 @@ def encode_documents(bpe: ByteBPE, documents: Iterable[str]) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.long)
 
 
-def _check_stream(stream: torch.Tensor, seq_len: int, fn: str) -> None:
-    if not isinstance(stream, torch.Tensor) or stream.dim() != 1 or stream.dtype != torch.long:
-        raise ValueError(f"{fn}: stream must be a 1-D torch.long tensor of token ids, got "
-                         f"{getattr(stream, 'shape', type(stream).__name__)}")
+def _check_stream(stream: torch.Tensor | np.ndarray, seq_len: int, fn: str, arrays: bool = False) -> None:
+    is_tensor = isinstance(stream, torch.Tensor) and stream.dim() == 1 and stream.dtype == torch.long
+    is_array = arrays and isinstance(stream, np.ndarray) and stream.ndim == 1 and stream.dtype.kind in "iu"
+    if not (is_tensor or is_array):
+        kinds = "a 1-D torch.long tensor or a 1-D NumPy integer array" if arrays else "a 1-D torch.long tensor"
+        raise ValueError(f"{fn}: stream must be {kinds} of token ids, got "
+                         f"{getattr(stream, 'dtype', type(stream).__name__)} {tuple(getattr(stream, 'shape', ()))}")
     check_positive_ints(fn, seq_len=seq_len)
-    if stream.numel() < seq_len + 1:
+    if len(stream) < seq_len + 1:
         raise ValueError(f"{fn}: seq_len={seq_len} needs a stream of at least seq_len + 1 tokens, "
-                         f"got {stream.numel()}")
+                         f"got {len(stream)}")
 
 
-def random_windows(stream: torch.Tensor, batch_size: int, seq_len: int,
+def random_windows(stream: torch.Tensor | np.ndarray, batch_size: int, seq_len: int,
                    generator: torch.Generator | None = None) -> torch.Tensor:
     """``batch_size`` windows of ``seq_len + 1`` consecutive tokens at random offsets: (batch, seq_len + 1).
 
     A language model reads ``window[:, :-1]`` and is trained to predict ``window[:, 1:]`` (teacher forcing
-    on one stream of text: no padding, every position is a training example).
+    on one stream of text: no padding, every position is a training example). ``stream`` may also be a NumPy
+    array, such as ``np.memmap(path, dtype=np.uint16)`` over a token file larger than memory: only the windows
+    drawn are read from disk. The windows are the same for a tensor and an array of the same ids.
     """
-    _check_stream(stream, seq_len, "random_windows")
-    starts = torch.randint(0, stream.numel() - seq_len, (batch_size,), generator=generator)  # (batch,)
-    offsets = torch.arange(seq_len + 1)  # (seq_len + 1,)
-    return stream[starts[:, None] + offsets]  # (batch, seq_len + 1)
+    _check_stream(stream, seq_len, "random_windows", arrays=True)
+    starts = torch.randint(0, len(stream) - seq_len, (batch_size,), generator=generator)  # (batch,)
+    index = starts[:, None] + torch.arange(seq_len + 1)  # (batch, seq_len + 1)
+    if isinstance(stream, np.ndarray):  # read just these rows of the (memory-mapped) array
+        return torch.from_numpy(np.asarray(stream[index.numpy()], dtype=np.int64))
+    return stream[index]
 
 
 def sequential_windows(stream: torch.Tensor, seq_len: int) -> torch.Tensor:

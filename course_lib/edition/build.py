@@ -1,7 +1,7 @@
 """Build the class edition: the student notebooks and a ``course_lib`` that holds no graded answer.
 
 :func:`strip_library` is the one implementation of "remove the answers" (the grader's sandbox copy,
-:mod:`course_lib.grading.libcopy`, builds on it): it copies the installed ``course_lib`` without its checks
+:mod:`course_lib.grading.sandbox.libcopy`, builds on it): it copies the installed ``course_lib`` without its checks
 (hidden cases, mistakes, alternatives), its grader and this builder, and rewrites every graded part
 (:func:`course_lib.edition.answers.graded_parts`) in place: PyTorch's own module behind the same signature
 (:data:`course_lib.edition.backed.BACKED`), stored outputs for the calls the lessons make

@@ -4,7 +4,7 @@ A graded part is named by its key: ``module.function``, ``module.Class`` or ``mo
 :func:`replace_parts` rewrites a module's source (with ``ast``) so that each named part is replaced by the
 source given for it (a stand-in); everything else in the module is kept as it was. The class edition
 (:mod:`course_lib.edition.build`) puts PyTorch-backed or stored-data stand-ins there; the grader's sandbox
-copy (:mod:`course_lib.grading.libcopy`) puts stand-ins that forward to the learner's implementation.
+copy (:mod:`course_lib.grading.sandbox.libcopy`) puts stand-ins that forward to the learner's implementation.
 
 Example:
     >>> src = "def f(x):\\n    return x + 1\\n\\ndef g(x):\\n    return f(x)\\n"

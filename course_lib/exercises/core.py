@@ -32,14 +32,11 @@ import inspect
 import math
 import pkgutil
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
-from course_lib._deprecation import CourseDeprecationWarning, deprecation_message
 
 __all__ = [
     "InputModifiedError",
@@ -123,8 +120,8 @@ class Exercise:
         also_correct: correct implementations written differently; the tests assert each is accepted.
         atol, rtol: tolerance of the comparison (``torch.allclose`` semantics).
         summary: one sentence saying what the learner implements (shown in reports).
-        grad: deprecated (no exercise of the course sets it; setting it warns): run cases with autograd enabled.
-            To judge gradients, use ``differentiable``.
+        grad: run the cases with autograd enabled (no exercise of the course sets it); to judge gradients,
+            use ``differentiable``.
         differentiable: the result is trained through in the notebooks, so it must carry gradients: the
             checks make the floating-point inputs require grad, run the case and backpropagate through the
             output (see :func:`run_case`). Catches ``.item()``/``.numpy()``/``torch.tensor(...)`` that cut the
@@ -176,12 +173,6 @@ class Exercise:
     forbidden_hint: str = ""
     access_check: Callable[[Callable[..., Any], Case], list[str]] | None = None
     declared_in: str = field(default="", repr=False)
-
-    def __post_init__(self) -> None:
-        if self.grad:
-            warnings.warn(deprecation_message(
-                "Exercise(grad=True)", "differentiable=True (the checks then backpropagate through the output)"),
-                CourseDeprecationWarning, stacklevel=3)
 
     @property
     def is_class(self) -> bool:

@@ -4,11 +4,4 @@
   checkpoint averaging and training cost;
 - :mod:`~course_lib.experiments.ablation`: one run of notebook 12's grid, importable so that runs can go to
   other processes (:func:`course_lib.training.parallel.map_in_processes`).
-
-``course_lib.experiments`` was the paper's module before it became this package: its names still work, with a
-warning naming ``course_lib.experiments.paper``.
 """
-
-from course_lib._deprecation import moved_attributes
-
-__getattr__ = moved_attributes(__name__, names_of="course_lib.experiments.paper")

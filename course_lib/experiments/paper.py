@@ -28,13 +28,12 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from course_lib._deprecation import deprecated
 from course_lib.models.attention import MultiHeadAttention
 from course_lib.models.complexity import layer_flops
 from course_lib.models.positional import LearnedPositionalEmbedding
 
 __all__ = [
-    "Table3Row", "PAPER_TABLE3", "PAPER_BASE_DEV", "KeySizeAttention", "with_key_size", "with_learned_positions",
+    "Table3Row", "PAPER_TABLE3", "PAPER_BASE_DEV", "with_key_size", "with_learned_positions",
     "average_weights", "average_checkpoints", "transformer_forward_macs", "training_flops", "P100_FLOPS",
     "PAPER_TRAINING", "Table2Row", "PAPER_TABLE2", "Table4Row", "PAPER_TABLE4", "PAPER_PARSING",
 ]
@@ -84,19 +83,6 @@ PAPER_TABLE3: tuple[Table3Row, ...] = (
 # ---------------------------------------------------------------------------------------------------
 # Row B: attention with its own key size; row E: learned positions
 # ---------------------------------------------------------------------------------------------------
-
-@deprecated(replacement="course_lib.models.attention.MultiHeadAttention(d_model, num_heads, dropout, d_k=d_k)")
-class KeySizeAttention(MultiHeadAttention):
-    """Multi-head attention whose queries and keys have ``d_k`` features per head, independent of d_model / h:
-    :class:`course_lib.models.attention.MultiHeadAttention` with its ``d_k`` argument (the old constructor order).
-
-    The values keep ``d_v = d_model / num_heads`` per head, so the output has width d_model as before; only
-    the score q . k / sqrt(d_k) is computed in a smaller (or larger) space (the paper's Table 3, row B).
-    """
-
-    def __init__(self, d_model: int, num_heads: int, d_k: int, dropout: float = 0.0) -> None:
-        super().__init__(d_model, num_heads, dropout=dropout, d_k=d_k)
-
 
 def with_key_size(model: nn.Module, d_k: int) -> nn.Module:
     """Replace every ``MultiHeadAttention`` of ``model``'s encoder and decoder layers by a

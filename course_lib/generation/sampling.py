@@ -35,20 +35,15 @@ Shapes: cached keys and values (batch, num_heads, seq_so_far, d_k); logits (batc
 
 from __future__ import annotations
 
-import warnings
-from dataclasses import dataclass, field
-
 import torch
 from torch import nn
 
-from course_lib._deprecation import deprecated
 from course_lib.models import kv_cache
-from course_lib.models.attention import MultiHeadAttention, scaled_dot_product_attention
+from course_lib.models.attention import scaled_dot_product_attention
 from course_lib.models.gpt import GPT
 from course_lib.validation import check_positive_ints, validated_by
 
-__all__ = ["top_k_filter", "top_p_filter", "sample_next_token", "KVCache", "attend_with_cache", "cached_attention_step",
-           "forward_with_cache", "generate"]
+__all__ = ["top_k_filter", "top_p_filter", "sample_next_token", "attend_with_cache", "generate"]
 
 
 def _check_logits(logits: torch.Tensor, fn: str) -> None:
@@ -139,22 +134,6 @@ def _check_samplable(logits: torch.Tensor) -> None:
                          f"least one finite value per row; row {row} holds {found}")
 
 
-@deprecated(replacement="a list of course_lib.models.kv_cache.KVCache, one per layer (GPT.make_cache())")
-@dataclass
-class KVCache:
-    """The keys and values every layer has computed so far: lists of (batch, num_heads, length, d_k), the
-    cache :func:`forward_with_cache` used to return (the model's own forward now takes one
-    :class:`course_lib.models.kv_cache.KVCache` per layer)."""
-
-    keys: list[torch.Tensor] = field(default_factory=list)
-    values: list[torch.Tensor] = field(default_factory=list)
-
-    @property
-    def length(self) -> int:
-        """How many positions are stored (0 when empty)."""
-        return self.keys[0].shape[2] if self.keys else 0
-
-
 def _check_cache_inputs(q_new: torch.Tensor, k_new: torch.Tensor, v_new: torch.Tensor,
                         past_keys: torch.Tensor | None, past_values: torch.Tensor | None) -> None:
     """Raise a ValueError naming the argument, the shape expected and the shape given."""
@@ -212,54 +191,6 @@ def attend_with_cache(q_new: torch.Tensor, k_new: torch.Tensor, v_new: torch.Ten
         mask = key_pos[None, :] <= query_pos[:, None]  # (new, total), True = may attend
     output, _ = scaled_dot_product_attention(q_new, k, v, mask)  # (batch, heads, new, d_k)
     return output, k, v
-
-
-def _layer_cache(keys: torch.Tensor | None, values: torch.Tensor | None) -> kv_cache.KVCache:
-    """A :class:`course_lib.models.kv_cache.KVCache` holding ``keys``/``values`` (batch, heads, past, d_k), or empty."""
-    cache = kv_cache.KVCache()
-    if keys is not None:
-        cache.update(keys, values)
-    return cache
-
-
-@deprecated(replacement="attn(x_new, x_new, x_new, cache=course_lib.models.kv_cache.KVCache()) (the cache inside "
-                        "MultiHeadAttention)")
-def cached_attention_step(attn: MultiHeadAttention, x_new: torch.Tensor, past_keys: torch.Tensor | None,
-                          past_values: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Causal self-attention of ``new`` positions over the cached ones and themselves, with ``attn``'s weights.
-
-    Returns ``(output (batch, new, d_model), keys, values)`` with keys and values (batch, heads, past + new,
-    d_k): ``attn``'s own forward with a cache holding ``past_keys``/``past_values``.
-    """
-    cache = _layer_cache(past_keys, past_values)
-    output, _ = attn(x_new, x_new, x_new, cache=cache)  # (batch, new, d_model)
-    return output, cache.keys, cache.values
-
-
-@deprecated(replacement="model(tokens, cache=caches) with caches = model.make_cache() (the model's own forward)")
-@torch.no_grad()
-def forward_with_cache(model: GPT, tokens: torch.Tensor, cache: KVCache | None = None
-                       ) -> tuple[torch.Tensor, KVCache]:
-    """Run ``model`` on ``tokens`` (batch, new) that follow the positions in ``cache``; returns the logits
-    (batch, new, vocab) and the cache extended by ``new`` positions: the model's own forward with one
-    :class:`course_lib.models.kv_cache.KVCache` per layer, in the old list-of-tensors cache."""
-    if not isinstance(model, GPT):
-        raise TypeError(f"forward_with_cache: model must be a course_lib.models.gpt.GPT, got {type(model).__name__}")
-    model._check_ids(tokens, "forward_with_cache")  # the check GPT.forward makes (ids inside the vocabulary)
-    if cache is not None and not isinstance(cache, KVCache):
-        raise TypeError(f"forward_with_cache: cache must be a KVCache or None, got {type(cache).__name__}")
-    if cache is not None and cache.keys and (len(cache.keys) != model.num_layers
-                                             or cache.keys[0].shape[0] != tokens.shape[0]):
-        raise ValueError(f"forward_with_cache: cache holds {len(cache.keys)} layers for batch "
-                         f"{cache.keys[0].shape[0]}; the model has {model.num_layers} layers and tokens "
-                         f"batch {tokens.shape[0]}")
-    stored = zip(cache.keys, cache.values, strict=True) if cache is not None and cache.keys else \
-        [(None, None)] * model.num_layers
-    layers = [_layer_cache(keys, values) for keys, values in stored]
-    logits = model(tokens, cache=layers)  # (batch, new, vocab)
-    with warnings.catch_warnings():  # the old cache type is deprecated too: one warning per call is enough
-        warnings.simplefilter("ignore", FutureWarning)
-        return logits, KVCache([c.keys for c in layers], [c.values for c in layers])
 
 
 def _check_generate_inputs(model: nn.Module, prompt: torch.Tensor, max_new_tokens: int, use_cache: bool) -> None:

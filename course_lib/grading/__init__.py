@@ -2,18 +2,17 @@
 
     course-grade submissions/*.ipynb --out grades/
 
-Modules: :mod:`~course_lib.grading.runner` (one submission, from reading to scores),
-:mod:`~course_lib.grading.submission` (reading a submission), :mod:`~course_lib.grading.course` (the course's
-copy, hidden cases, reference outputs), :mod:`~course_lib.grading.libcopy` (course_lib with the references
-withheld), :mod:`~course_lib.grading.sandbox` (bubblewrap), :mod:`~course_lib.grading.sandbox_main` (the
-runner inside it), :mod:`~course_lib.grading.executor` (time limits, restarts),
-:mod:`~course_lib.grading.codec` and :mod:`~course_lib.grading.results` (plain arrays in and out, read with
-limits), :mod:`~course_lib.grading.judge` (the verdicts), :mod:`~course_lib.grading.policy` (an early, friendly
-static check), :mod:`~course_lib.grading.report` (JSON, Markdown, CSV) and :mod:`~course_lib.grading.cli`.
-For a class: :mod:`~course_lib.grading.gradebook` (SQLite, records never rewritten),
-:mod:`~course_lib.grading.roster` (files to students), :mod:`~course_lib.grading.scoring` (partial credit, late
-penalty), :mod:`~course_lib.grading.exports` (CSV, Canvas, Moodle) and :mod:`~course_lib.grading.handback`
-(feedback for students).
+Rooms, named by their job:
+
+- the front door: :mod:`~course_lib.grading.cli` (the command), :mod:`~course_lib.grading.runner` (one
+  submission, from reading to scores), :mod:`~course_lib.grading.submission` (reading a submission),
+  :mod:`~course_lib.grading.course` (the course's copy, hidden cases, reference outputs);
+- :mod:`course_lib.grading.sandbox`: running untrusted code (bubblewrap, the runner inside it, the library copy
+  with the answers withheld, limits, the codec of what crosses the wall);
+- :mod:`course_lib.grading.judging`: deciding (the static policy, reading the sandbox's answers, the verdicts,
+  points);
+- :mod:`course_lib.grading.records`: the class's records (the report types and files, the gradebook, the
+  roster, the exports, the feedback handed back).
 
 Example:
     >>> from pathlib import Path
@@ -26,7 +25,8 @@ Example:
 from __future__ import annotations
 
 from .cli import grade_many
-from .policy import check_source
-from .runner import ExerciseResult, GradeConfig, SubmissionReport, grade_submission
+from .judging.policy import check_source
+from .records.report_types import ExerciseResult, SubmissionReport
+from .runner import GradeConfig, grade_submission
 
 __all__ = ["GradeConfig", "SubmissionReport", "ExerciseResult", "grade_submission", "grade_many", "check_source"]

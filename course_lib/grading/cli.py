@@ -14,13 +14,13 @@ notebook is graded against the assignment (status ``wrong-notebook``, printed, i
 ``roster_problems.csv``); a first run whose files resolve to several notebooks, or a ``--source`` of another
 notebook than the recorded one, is refused before anything is graded (exit status 2).
 
-Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.gradebook`,
+Every graded submission is recorded in ``<out>/gradebook.sqlite`` (:mod:`course_lib.grading.records.gradebook`,
 records added, never rewritten) with its SHA-256; a later run grades only the submissions that are new or
 changed (another hash) unless ``--regrade`` or ``--regrade-student``. Per submission it writes
 ``<name>.json`` (everything, the seed included: for the instructor) and ``<name>.md``; after each run every
-export is rewritten from the gradebook (:mod:`course_lib.grading.exports`: ``grades.csv``, ``summary.csv``,
+export is rewritten from the gradebook (:mod:`course_lib.grading.records.exports`: ``grades.csv``, ``summary.csv``,
 with a roster ``canvas.csv``, ``moodle.csv``, ``plain.csv``, ``roster_problems.csv``) and one feedback file
-per student in ``<out>/feedback/`` (:mod:`course_lib.grading.handback`). The grader runs every submission in
+per student in ``<out>/feedback/`` (:mod:`course_lib.grading.records.handback`). The grader runs every submission in
 a bubblewrap sandbox (see docs/grading.md).
 Exit status: 0 when every report was written (whatever the scores), 2 for a usage error or a refused mix.
 """
@@ -41,14 +41,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .course import course_notebooks, notebook_id
-from .exports import class_table, report_from_dict, write_exports
-from .gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
-from .handback import write_feedback
-from .report import report_name, write_json, write_markdown
-from .roster import Roster, RosterError, RosterProblem, read_roster
-from .runner import CourseCopy, GradeConfig, SubmissionReport, grade_submission, resolve_notebook
-from .sandbox import SandboxUnavailable, probe
-from .scoring import ScoringRule, parse_time
+from .judging.scoring import ScoringRule, parse_time
+from .records.exports import class_table, report_from_dict, write_exports
+from .records.gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
+from .records.handback import write_feedback
+from .records.report import report_name, write_json, write_markdown
+from .records.report_types import SubmissionReport
+from .records.roster import Roster, RosterError, RosterProblem, read_roster
+from .runner import CourseCopy, GradeConfig, grade_submission, resolve_notebook
+from .sandbox.sandbox import SandboxUnavailable, probe
 from .submission import display_name, file_sha256
 
 __all__ = ["main", "grade_many", "ClassOptions", "export", "stored_roster"]

@@ -27,11 +27,11 @@ from course_lib.exercises import Exercise, get_exercise
 from course_lib.exercises.feedback import inputs_as_plain, reference_observation
 from course_lib.exercises.notebooks import exercise_cells
 
-from . import codec
-from . import policy as P
-from .libcopy import build_library
-from .parsing import MAX_SOURCE, parse_cell
-from .scratch import scratch_folder
+from .judging import policy as P
+from .judging.parsing import MAX_SOURCE, parse_cell
+from .sandbox import codec
+from .sandbox.libcopy import build_library
+from .sandbox.scratch import scratch_folder
 
 __all__ = ["ExerciseSpec", "CourseCopy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks", "find_course_copy",
            "defined_names", "assigned_names", "setup_imports", "notebook_id", "claimed_notebook"]

@@ -11,15 +11,15 @@ The steps (see ``docs/grading.md`` for the instructor's view):
    dropped. With ``--source`` (or a gradebook's recorded assignment, which ``course-grade`` passes as it), a
    file whose metadata or name says it is another notebook is graded against the source all the same, with
    the status ``wrong-notebook`` and a message naming both.
-3. **Static policy** (:mod:`course_lib.grading.policy`) on each exercise cell: a refused cell never runs.
+3. **Static policy** (:mod:`course_lib.grading.judging.policy`) on each exercise cell: a refused cell never runs.
 4. **Plan**: per exercise the learner's cell, the learner's helper cells it needs, the course's check cell,
-   and the hidden inputs as ``.npz`` (:mod:`course_lib.grading.executor`).
-5. **Run it in a sandbox** (:mod:`course_lib.grading.sandbox`): bubblewrap, no network, its own PID namespace,
+   and the hidden inputs as ``.npz`` (:mod:`course_lib.grading.sandbox.executor`).
+5. **Run it in a sandbox** (:mod:`course_lib.grading.sandbox.sandbox`): bubblewrap, no network, its own PID namespace,
    read-only system, a private size-limited ``/tmp``, resource limits, and a copy of ``course_lib`` in which
-   this notebook's references are withheld (:mod:`course_lib.grading.libcopy`). An exercise that overruns or
+   this notebook's references are withheld (:mod:`course_lib.grading.sandbox.libcopy`). An exercise that overruns or
    kills its sandbox is marked; a fresh sandbox replays the earlier exercise cells and goes on.
-6. **Compare** in this process (:mod:`course_lib.grading.judge`): the outputs, loaded with hard limits
-   (:mod:`course_lib.grading.results`), against the reference run here on the same hidden cases, with
+6. **Compare** in this process (:mod:`course_lib.grading.judging.judge`): the outputs, loaded with hard limits
+   (:mod:`course_lib.grading.judging.results`), against the reference run here on the same hidden cases, with
    :func:`course_lib.exercises.compare_outputs`. Points are all or nothing per exercise: ``exercise.points``
    when every hidden case passes (known mistakes often pass the easy cases; partial credit per case would
    reward exactly them). The report still says how many cases passed.
@@ -32,24 +32,22 @@ import platform
 import secrets
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from course_lib.exercises.passes import access_check_name
 
-from . import policy as P
 from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, claimed_notebook, course_notebooks, find_course_copy
-from .executor import Limits, Plan, execute
-from .judge import judge
-from .libcopy import reference_key
+from .judging import policy as P
+from .judging.judge import judge
+from .records.report_types import ExerciseResult, SubmissionReport
+from .sandbox.executor import Limits, Plan, execute
+from .sandbox.libcopy import reference_key
 from .submission import display_name, helper_cells, is_stub, locate, read_submission
 
-__all__ = ["GradeConfig", "ExerciseResult", "SubmissionReport", "grade_submission", "CourseCopy",
-           "STATUSES", "STANDARD_IMPORTS", "versions", "read_submission", "resolve_notebook"]
-
-#: Every status an exercise can get in a report.
-STATUSES = ("pass", "fail", "error", "timeout", "missing", "not-implemented", "forbidden")
+__all__ = ["GradeConfig", "grade_submission", "CourseCopy", "STANDARD_IMPORTS", "versions", "read_submission",
+           "resolve_notebook"]
 
 UNSANDBOXED = "graded WITHOUT a sandbox (--unsafe-no-sandbox): the submission's code ran as the grader's user"
 
@@ -80,47 +78,6 @@ class GradeConfig:
     def limits(self) -> Limits:
         return Limits(self.cell_timeout, self.total_timeout, self.memory_mb, self.startup_timeout, self.disk_mb,
                       self.sandbox, self.cpu_share, tuple(self.extra_modules))
-
-@dataclass
-class ExerciseResult:
-    """One exercise's line in a report."""
-
-    exercise: str
-    score: float
-    max: float
-    status: str
-    message: str = ""
-    hint: str = ""
-    cases_passed: int = 0
-    cases_total: int = 0
-    cell: int | None = None  # 1-based index of the submission's cell graded for this exercise
-    line: str = ""
-
-
-@dataclass
-class SubmissionReport:
-    """Everything the grader says about one submission (written as JSON, Markdown and CSV rows)."""
-
-    submission: str
-    sha256: str = ""
-    notebook: str = ""
-    source: str = ""
-    status: str = "graded"  # graded, wrong-notebook, unreadable, unknown-notebook, internal-error
-    message: str = ""
-    total: float = 0.0
-    max_total: float = 0.0
-    exercises: list[ExerciseResult] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    kernel_starts: int = 0  # sandboxes started (more than one: an exercise had to be isolated)
-    seed: int | None = None
-    limits: dict[str, Any] = field(default_factory=dict)
-    sandbox: bool = True
-    versions: dict[str, str] = field(default_factory=dict)
-    graded_at: str = ""
-    notes: list[str] = field(default_factory=list)  # what the sandbox sent beyond its answers (ignored)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def versions() -> dict[str, str]:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .course import defined_names
-from .parsing import parse_cell
+from .judging.parsing import parse_cell
 
 __all__ = ["read_submission", "is_stub", "locate", "helper_cells", "display_name", "file_sha256", "MAX_FILE_BYTES"]
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from course_lib._deprecation import moved_attributes
-
 __all__ = ["LSTMClassifier", "LSTMSeq2Seq", "Conv1dLayer", "SmallCNN"]
 
 
@@ -188,12 +186,3 @@ class SmallCNN(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(images).flatten(1))  # (batch, num_classes)
-
-
-# The cost formulas and the bag-of-words classifier left for the modules named after their jobs; the old names warn.
-__getattr__ = moved_attributes(__name__, {
-    "LAYER_KINDS": "course_lib.models.complexity.LAYER_KINDS",
-    "max_path_length": "course_lib.models.complexity.max_path_length",
-    "layer_flops": "course_lib.models.complexity.layer_flops",
-    "bag_of_words_accuracy": "course_lib.evaluation.bag_of_words.bag_of_words_accuracy",
-})

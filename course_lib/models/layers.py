@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from course_lib._deprecation import deprecated
 from course_lib.models.attention import MultiHeadAttention
 from course_lib.models.kv_cache import KVCache
 
@@ -43,7 +42,6 @@ __all__ = [
     "Decoder",
     "mean_pool",
     "normal_init_",
-    "copy_attention_from_torch",
 ]
 
 # "gelu" is the exact GELU, x * Phi(x) (BERT, ViT); "gelu_tanh" is its tanh approximation (GPT-2).
@@ -467,23 +465,6 @@ def _copy_param(dst: torch.Tensor, src: torch.Tensor, name: str) -> None:
         raise ValueError(f"load_from_torch: {name} has shape {tuple(dst.shape)} here but "
                          f"{tuple(src.shape)} in the PyTorch module")
     dst.copy_(src)
-
-
-@deprecated(replacement="MultiHeadAttention.load_from_torch: ours.load_from_torch(theirs)")
-def copy_attention_from_torch(ours: MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    """Copy ``nn.MultiheadAttention``'s weights into the course's ``MultiHeadAttention`` (the old spelling).
-
-    The one way to copy them is now :meth:`course_lib.models.attention.MultiHeadAttention.load_from_torch`, which
-    this calls; the layers' own ``load_from_torch`` methods use it too. Shapes: every weight
-    (d_model, d_model), every bias (d_model,), on both sides.
-
-    Example (the replacement, instead of ``copy_attention_from_torch(ours, theirs)``):
-        >>> theirs = nn.MultiheadAttention(8, 2, batch_first=True)
-        >>> ours = MultiHeadAttention(8, 2).load_from_torch(theirs)
-        >>> torch.equal(ours.w_o.weight, theirs.out_proj.weight)
-        True
-    """
-    ours.load_from_torch(theirs)
 
 
 def _same_norm_placement(ours: nn.Module, theirs: nn.Module) -> None:

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from course_lib._deprecation import deprecated, moved_attributes
 from course_lib.models.layers import Encoder
 from course_lib.models.transformer import count_parameters  # re-exported: one definition for the course
 
@@ -271,12 +270,6 @@ class VisionTransformer(nn.Module):
             nn.init.trunc_normal_(self.cls_token, std=0.02)
         self.register_load_state_dict_pre_hook(_rename_old_encoder_keys)
 
-    # Until the stack became an Encoder it lived in ``self.layers`` and ``self.norm``, now parts of ``self.encoder``.
-    layers = property(deprecated("VisionTransformer.encoder.layers", name="VisionTransformer.layers")(
-        lambda self: self.encoder.layers), doc="Deprecated: the encoder's layers, ``encoder.layers``.")
-    norm = property(deprecated("VisionTransformer.encoder.norm", name="VisionTransformer.norm")(
-        lambda self: self.encoder.norm), doc="Deprecated: the encoder's final LayerNorm, ``encoder.norm``.")
-
     def _check(self, images: torch.Tensor) -> None:
         check_patchable(images, self.patch_size, self.in_channels, where="VisionTransformer")
         if tuple(images.shape[2:]) != self.image_size:
@@ -439,7 +432,3 @@ def _rename_old_encoder_keys(module: nn.Module, state_dict: dict[str, torch.Tens
         rest = key[len(prefix):]
         if rest.startswith(("layers.", "norm.")):
             state_dict[f"{prefix}encoder.{rest}"] = state_dict.pop(key)
-
-
-# SmallCNN moved to course_lib.models.baselines, beside the course's other baselines; the old name warns.
-__getattr__ = moved_attributes(__name__, {"SmallCNN": "course_lib.models.baselines.SmallCNN"})

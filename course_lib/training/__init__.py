@@ -9,11 +9,4 @@
   that reports from them;
 - :mod:`~course_lib.training.cli`: the ``course-train`` command (configuration files, tasks, checkpoints,
   ``torchrun``), around the same engine.
-
-``course_lib.training`` was the engine's module before it became this package: its names
-(``from course_lib.training import train``) still work, with a warning naming ``course_lib.training.engine``.
 """
-
-from course_lib._deprecation import moved_attributes
-
-__getattr__ = moved_attributes(__name__, names_of="course_lib.training.engine")

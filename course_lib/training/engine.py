@@ -196,7 +196,8 @@ def make_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int =
         optimizer, lambda step: scale * transformer_lr(step + 1, d_model, warmup))
 
 
-def _check_schedule_arguments(step: int, warmup: int, steps: int, floor: float = 0.0) -> None:
+def _check_schedule_arguments(step: int, warmup: int, steps: int, floor: float = 0.0, zero_start: bool = False
+                              ) -> None:
     """Raise unless step, warmup >= 0, steps >= 1 and 0 <= floor <= 1."""
     if step < 0 or warmup < 0 or steps < 1:
         raise ValueError(f"schedule: step and warmup must be >= 0 and steps >= 1, got step={step}, "
@@ -206,9 +207,14 @@ def _check_schedule_arguments(step: int, warmup: int, steps: int, floor: float =
 
 
 @validated_by(_check_schedule_arguments)
-def warmup_cosine_factor(step: int, warmup: int, steps: int, floor: float = 0.0) -> float:
+def warmup_cosine_factor(step: int, warmup: int, steps: int, floor: float = 0.0, zero_start: bool = False) -> float:
     """The learning rate at ``step`` (counted from 0) as a fraction of the peak: a linear warm-up over
     ``warmup`` steps, then a cosine decay from 1 to ``floor``, reached at step ``steps`` and kept after it.
+
+    The warm-up's convention: the course's (``zero_start=False``) is ``(step + 1) / warmup``, so that the first
+    step already learns and the peak is reached at step ``warmup - 1``; ``zero_start=True`` is
+    ``step / warmup`` (Hugging Face's ``get_cosine_schedule_with_warmup`` and most course assignments), whose
+    first step has rate 0 and whose peak is step ``warmup``. The decay is the same in both.
 
     ``floor=0`` is the ViT paper's decay (notebook 08); ``floor=0.1`` GPT-2's and most language models'
     (notebook 10). A cosine continued past its last step would climb again; the decay is therefore clamped.
@@ -218,7 +224,7 @@ def warmup_cosine_factor(step: int, warmup: int, steps: int, floor: float = 0.0)
         [0.5, 1.0, 1.0, 0.55, 0.1, 0.1]
     """
     if step < warmup:
-        return (step + 1) / warmup
+        return (step if zero_start else step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, steps - warmup))  # 0 -> 1 over the decay, then 1
     return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
@@ -238,11 +244,12 @@ def warmup_linear_factor(step: int, warmup: int, steps: int, floor: float = 0.0)
     return floor + (1.0 - floor) * remaining
 
 
-def warmup_cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int, floor: float = 0.0
-                           ) -> torch.optim.lr_scheduler.LambdaLR:
+def warmup_cosine_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int, floor: float = 0.0,
+                           zero_start: bool = False) -> torch.optim.lr_scheduler.LambdaLR:
     """A ``LambdaLR`` multiplying the optimizer's rate by :func:`warmup_cosine_factor` (warm-up, cosine decay
-    to ``floor`` at ``steps``, then constant)."""
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine_factor(step, warmup, steps, floor))
+    to ``floor`` at ``steps``, then constant; ``zero_start`` chooses the warm-up's convention)."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: warmup_cosine_factor(step, warmup, steps, floor, zero_start))
 
 
 def warmup_linear_schedule(optimizer: torch.optim.Optimizer, warmup: int, steps: int, floor: float = 0.0

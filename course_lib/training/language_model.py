@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib._deprecation import deprecated_attributes
 from course_lib.data.python_docs import random_windows, sequential_windows
 from course_lib.training.engine import (
     EvaluateEvery,
@@ -36,9 +35,6 @@ from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["lm_loss", "lm_batches", "lm_step", "train_lm", "evaluate_perplexity"]
 
-# LMHistory was train_lm's own history; train_lm now returns the course's one TrainHistory (same fields:
-# losses, valid, tokens, seconds).
-__getattr__ = deprecated_attributes(__name__, {"LMHistory": (TrainHistory, "course_lib.training.engine.TrainHistory")})
 
 
 def _check_lm_loss_inputs(logits: torch.Tensor, tokens: torch.Tensor) -> None:

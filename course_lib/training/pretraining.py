@@ -12,7 +12,6 @@ input is ``[CLS]`` + the text's first ``seq_len - 1`` tokens, padded with ``[PAD
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -20,16 +19,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib._deprecation import deprecated
 from course_lib.data.python_docs import ByteBPE, random_windows
 from course_lib.data.stdlib_docstrings import DocstringTask, docstring_task, stdlib_docstrings
-from course_lib.evaluation.metrics import classifier_accuracy
 from course_lib.models.bert import BERT, IGNORE_INDEX, mask_tokens, mlm_loss
 from course_lib.training.engine import Prediction, TrainHistory, make_adamw, train, warmup_linear_schedule
 from course_lib.validation import check_positive_ints
 
 __all__ = ["SPECIAL_TOKENS", "classification_inputs", "DocstringData", "labelled_subset", "mlm_batches",
-           "mlm_step", "fine_tuning_step", "pretrain_mlm", "fine_tune", "accuracy"]
+           "mlm_step", "fine_tuning_step", "pretrain_mlm", "fine_tune"]
 
 #: BERT's special tokens, in id order after ``<|endoftext|>`` (id 0).
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")
@@ -207,14 +204,3 @@ def fine_tune(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, steps: in
     scheduler = warmup_linear_schedule(optimizer, min(warmup, steps), steps)
     return train(model, loader, steps, optimizer, scheduler, loss_fn=F.cross_entropy, device=device,
                  progress=progress, step_fn=fine_tuning_step, desc="fine-tuning", leave=False)
-
-
-@deprecated(replacement="course_lib.evaluation.metrics.classifier_accuracy(model, tokens, labels, "
-                        "classify=model.classify)")
-def accuracy(model: BERT, tokens: torch.Tensor, labels: torch.Tensor, batch_size: int = 256) -> float:
-    """The fraction of ``tokens`` rows whose most probable class is their label:
-    :func:`course_lib.evaluation.metrics.classifier_accuracy` with ``classify=model.classify`` (which this calls)."""
-    _check_labelled("accuracy", model, tokens, labels)
-    if len(labels) == 0:
-        return math.nan
-    return classifier_accuracy(model, tokens, labels, batch_size, classify=model.classify)

@@ -8,7 +8,8 @@ no static policy can close every such route) would hand in a library's answer as
 show them at all: its package folders hold only the distributions that :data:`COURSE_REQUIREMENTS` (the course's
 own dependencies, ``pyproject.toml``), IPython (the runner's shell) and the modules the policy lets a cell import
 (``policy.ALLOWED_MODULES`` and ``--allow-module``) need, with everything those require in turn; the rest of each
-package folder is absent (:func:`visible_entries`, bound one by one by :func:`course_lib.grading.sandbox.command`).
+package folder is absent (:func:`visible_entries`, bound one by one by
+:func:`course_lib.grading.sandbox.sandbox.command`).
 
 The defence is absence, outside the learner's process (``docs/grading.md``): a library the sandbox cannot see
 cannot be called, whatever name a cell finds for the importer.
@@ -65,7 +66,7 @@ def _distributions_of_modules(modules: Iterable[str]) -> set[str]:
 def sandbox_distributions(extra_modules: tuple[str, ...] = ()) -> frozenset[str]:
     """The installed distributions the sandbox shows (canonical names): the closure of what the course, its
     runner and the importable modules (the policy's, and ``extra_modules``: ``--allow-module``) require."""
-    from .policy import ALLOWED_MODULES
+    from ..judging.policy import ALLOWED_MODULES
 
     installed = {canonical(d.metadata["Name"]): d for d in metadata.distributions() if d.metadata["Name"]}
     todo = [canonical(n) for n in (*COURSE_REQUIREMENTS, *RUNNER_REQUIREMENTS)]

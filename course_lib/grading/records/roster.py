@@ -93,7 +93,7 @@ class Student:
 class RosterProblem:
     """Something an instructor must look at: ``unknown-file``, ``ambiguous``, ``duplicate`` or ``missing``
     (``roster_problems.csv`` adds ``wrong-notebook`` from the gradebook: a file of another notebook than the
-    assignment, see :mod:`course_lib.grading.exports`)."""
+    assignment, see :mod:`course_lib.grading.records.exports`)."""
 
     kind: str
     student: str

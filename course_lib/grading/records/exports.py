@@ -1,8 +1,8 @@
 """Exports of the gradebook: the class's CSV files and the LMS import files, always rewritten from it.
 
-Every file is regenerated from :class:`~course_lib.grading.gradebook.Gradebook` after each run (and by
+Every file is regenerated from :class:`~course_lib.grading.records.gradebook.Gradebook` after each run (and by
 ``course-grade export``), so that no file is ever the only copy of a grade and regrading one student rewrites
-no other student's rows. The scoring rule (:mod:`course_lib.grading.scoring`) and the overrides are applied
+no other student's rows. The scoring rule (:mod:`course_lib.grading.judging.scoring`) and the overrides are applied
 here, and each export's final points are recorded in the gradebook (``finals``).
 
 - ``grades.csv``: one row per student and exercise of the current submissions (points after the rule and
@@ -21,7 +21,7 @@ here, and each export's final points are recorded in the gradebook (``finals``).
   (``wrong-notebook``: graded against the assignment; without a roster, ``summary.csv``'s status says it).
 
 A student without a submission gets an empty grade cell in the LMS files (not a 0: decide it yourself).
-Every text cell goes through :func:`course_lib.grading.report.csv_safe`.
+Every text cell goes through :func:`course_lib.grading.records.report.csv_safe`.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..judging.scoring import ScoringRule, exercise_points, late_factor
 from .gradebook import Gradebook, Override, SubmissionRecord
 from .report import csv_safe, long_rows
+from .report_types import ExerciseResult, SubmissionReport
 from .roster import UNMATCHED, Roster, RosterProblem, Student
-from .runner import ExerciseResult, SubmissionReport
-from .scoring import ScoringRule, exercise_points, late_factor
 
 __all__ = ["ExerciseLine", "StudentRow", "class_table", "write_exports", "report_from_dict", "CANVAS_COLUMNS",
            "MOODLE_COLUMNS", "PLAIN_COLUMNS"]

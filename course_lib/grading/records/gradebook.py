@@ -11,7 +11,7 @@ rewrite an earlier one. What counts is the latest record:
 - ``overrides``: the instructor's points for one student's exercise, with a reason (``points`` NULL clears
   it); the latest per student and exercise applies, whatever is regraded afterwards;
 - ``times``: submission times supplied by the instructor (the latest per student applies);
-- ``rules``: the scoring rule (partial credit, deadline, late penalty; :mod:`course_lib.grading.scoring`)
+- ``rules``: the scoring rule (partial credit, deadline, late penalty; :mod:`course_lib.grading.judging.scoring`)
   and the feedback settings, in force until the next record;
 - ``finals``: every export's final points per student and exercise, as they were exported;
 - ``meta``: the gradebook's seed of the hidden cases (drawn once, so that every run grades every student on
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .runner import SubmissionReport
+from .report_types import SubmissionReport
 
 __all__ = ["Gradebook", "GradebookError", "SubmissionRecord", "GradeRecord", "Override", "GRADEBOOK_NAME"]
 

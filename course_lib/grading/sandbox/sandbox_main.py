@@ -1,8 +1,8 @@
 """The runner executed *inside* the sandbox: it answers the grader's requests, one at a time, and decides nothing.
 
 Started by the grader as ``python -P sandbox_main.py JOB_DIR`` under bubblewrap (see
-:mod:`course_lib.grading.sandbox`), with ``PYTHONPATH`` on the grader's copy of ``course_lib`` in which the
-graded exercises' answers are withheld. It imports nothing of the grader but ``course_lib.grading.codec``, and
+:mod:`course_lib.grading.sandbox.sandbox`), with ``PYTHONPATH`` on the grader's copy of ``course_lib`` in which the
+graded exercises' answers are withheld. It imports nothing of the grader but ``course_lib.grading.sandbox.codec``, and
 ``course_lib.exercises.observation`` to record what a call did.
 
 It reads ``JOB_DIR/job.json`` (the setup lines, each exercise's cells and check cell, the limits: no hidden
@@ -60,7 +60,7 @@ def apply_limits(limits: dict[str, int]) -> None:
 
 def send(header: dict[str, Any], arrays: dict[str, Any] | None = None) -> None:
     """One frame to the grader: the JSON header and, when given, the arrays as an uncompressed ``.npz``."""
-    from course_lib.grading.codec import npz_bytes
+    from course_lib.grading.sandbox.codec import npz_bytes
 
     data = json.dumps(header, ensure_ascii=True).encode("ascii")
     payload = struct.pack(">I", len(data)) + data + (npz_bytes(arrays) if arrays is not None else b"")
@@ -196,7 +196,7 @@ def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inp
     from course_lib.exercises.core import Case
     from course_lib.exercises.observation import observe, plain_observation
     from course_lib.exercises.passes import resolve_access_check
-    from course_lib.grading.codec import decode_value, encode_value
+    from course_lib.grading.sandbox.codec import decode_value, encode_value
 
     arrays: dict[str, Any] = {}
     entries = []

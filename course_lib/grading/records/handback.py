@@ -9,7 +9,7 @@ stands in for them. ``--feedback-details`` adds the messages and lines (they may
 expected outputs: a choice for the instructor). The instructor's JSON reports keep everything.
 
 Every string that came from a submission is escaped: Markdown and HTML in the ``.md`` file
-(:func:`course_lib.grading.report.escape_markdown`), HTML in the ``.html`` file (``html.escape``).
+(:func:`course_lib.grading.records.report.escape_markdown`), HTML in the ``.html`` file (``html.escape``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import html
 import re
 from pathlib import Path
 
+from ..judging.scoring import ScoringRule
 from .exports import StudentRow
 from .report import escape_markdown
-from .scoring import ScoringRule
 
 __all__ = ["feedback_markdown", "feedback_html", "write_feedback", "STATUS_TEXT"]
 

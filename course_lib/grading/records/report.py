@@ -1,12 +1,12 @@
 """Writing reports: one JSON and one Markdown file per submission, and the class's CSV files.
 
-- ``<name>.json``: everything (:class:`course_lib.grading.runner.SubmissionReport` as a dict), written with
-  ``ensure_ascii`` so that any string (a lone surrogate from an exception message included) is valid JSON;
+- ``<name>.json``: everything (:class:`course_lib.grading.records.report_types.SubmissionReport` as a dict),
+  written with ``ensure_ascii`` so that any string (a lone surrogate from an exception message included) is valid JSON;
 - ``<name>.md``: the same for a human. Every string that came from a submission (file name, messages,
   lines) is escaped for Markdown and HTML, so a message cannot draw a table, a heading or an ``<img>``;
 - :func:`write_csv`: ``grades.csv`` (one row per report and exercise) and ``summary.csv`` (one row per
   report) for a list of reports in hand. ``course-grade`` writes the class's files from its gradebook
-  instead (:mod:`course_lib.grading.exports`, with the same rows per exercise). A cell that a spreadsheet
+  instead (:mod:`course_lib.grading.records.exports`, with the same rows per exercise). A cell that a spreadsheet
   would read as a formula (``=``, ``+``, ``-``, ``@``, tab, CR first) is prefixed with ``'``.
 
 Example (a fenced block, so that the API reference shows the tag as text instead of rendering it):
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .runner import SubmissionReport
+from .report_types import SubmissionReport
 
 __all__ = ["report_name", "write_json", "write_markdown", "write_csv", "to_markdown", "escape_markdown", "csv_safe",
            "long_rows"]

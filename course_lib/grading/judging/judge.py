@@ -1,7 +1,7 @@
 """Deciding an exercise's status from what its sandbox sent, in the grader's process.
 
 The sandbox's answer is untrusted data: its arrays are loaded with the limits of
-:mod:`course_lib.grading.results`, decoded as NumPy (never pickles), and each case's observation (the output,
+:mod:`course_lib.grading.judging.results`, decoded as NumPy (never pickles), and each case's observation (the output,
 the inputs after the call, the gradients, what ran) is judged against the reference's observation computed
 by the grader, with the check's own judge (:func:`course_lib.exercises.observation.observation_problems`):
 the verdict on a write into an input, a cut graph, a wrong dtype, an alias or a forbidden operation is made
@@ -19,8 +19,8 @@ from typing import Any
 from course_lib.exercises.feedback import WEIGHTS_HINT, diagnose_observation, kind_hint
 from course_lib.exercises.observation import Problem, observation_problems
 
-from .codec import decode_value
-from .course import ExerciseSpec
+from ..course import ExerciseSpec
+from ..sandbox.codec import decode_value
 from .results import UntrustedData, load_arrays
 
 __all__ = ["Verdict", "judge", "judge_cell_error"]

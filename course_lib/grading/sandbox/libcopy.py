@@ -6,7 +6,7 @@ builder, one rule): every graded part of notebook ``NN`` and of every later note
 stand-in (PyTorch's own module, which the exercise's grader refuses as an answer, stored outputs of the
 lessons' calls, or "withheld"), the earlier notebooks' references shipped as published. The grader's copy
 differs only in what it adds and leaves out: no ``course_lib.checks`` and no stored cases (the grader brings
-its own), and the runner's two modules (``course_lib.grading.codec``, ``course_lib.grading.sandbox_main``).
+its own), and the runner's two modules (``course_lib.grading.sandbox.codec``, ``course_lib.grading.sandbox.sandbox_main``).
 Each withheld reference is marked (:mod:`course_lib.edition.provided`) so that the learner's own
 implementation stands in wherever course code calls it, once the learner's cell has defined it.
 
@@ -55,10 +55,12 @@ def build_library(folder: Path, number: int | None, assignment: Path | None = No
     of the graded parts withheld."""
     withheld = withheld_for(0 if number is None else number)
     manifest = strip_library(folder, withheld, checks=False)
-    (folder / "course_lib" / "grading").mkdir()
-    (folder / "course_lib" / "grading" / "__init__.py").write_text('"""Only what the sandbox needs of the grader."""\n')
+    room = folder / "course_lib" / "grading" / "sandbox"
+    room.mkdir(parents=True)
+    (room.parent / "__init__.py").write_text('"""Only what the sandbox needs of the grader."""\n')
+    (room / "__init__.py").write_text('"""The runner inside the sandbox and its codec."""\n')
     for name in RUNNER:
-        shutil.copyfile(HERE / name, folder / "course_lib" / "grading" / name)
+        shutil.copyfile(HERE / name, room / name)
     keys = list(manifest["parts"])
     if assignment is not None:
         keys += _strip_assignment(folder, assignment, checks, list(exercises))

@@ -7,9 +7,9 @@ dies with the grader), an unprivileged uid/gid (65534), all capabilities dropped
 injection), the system (``/usr``...) and the Python installation read-only, ``/etc``, ``/home``, ``/root``, the
 repository and every other submission absent, Python at neutral paths (:func:`python_layout`), a private
 size-limited ``/tmp`` (the working folder) and ``/dev/shm``, and two read-only folders of the grader's:
-``/grader/lib`` (the course_lib copy with the references withheld, :mod:`course_lib.grading.libcopy`) and
+``/grader/lib`` (the course_lib copy with the references withheld, :mod:`course_lib.grading.sandbox.libcopy`) and
 ``/grader/job`` (this submission's cells and its exercise's hidden inputs, nothing else). The resource limits
-are set by the runner itself (:mod:`course_lib.grading.sandbox_main`) before any learner code runs.
+are set by the runner itself (:mod:`course_lib.grading.sandbox.sandbox_main`) before any learner code runs.
 
 :class:`SandboxRun` starts it and reads the runner's frames from a pipe with hard limits on their size, in a
 thread, so that the grader can time each exercise and kill the whole container.
@@ -142,7 +142,7 @@ def python_layout() -> PythonLayout:
 def package_mounts(packages: list[tuple[str, str]], extra_modules: tuple[str, ...] = ()) -> list[str]:
     """bwrap arguments that show each package folder with only the packages the course needs in it: an empty,
     read-only tmpfs at its place, and in it, bound read-only one by one, the entries of the distributions that
-    :func:`course_lib.grading.packages.visible_entries` names. Any other library installed there (Hugging
+    :func:`course_lib.grading.sandbox.packages.visible_entries` names. Any other library installed there (Hugging
     Face's ``transformers``, whose functions are notebook 13's answers) is absent from the sandbox."""
     from .packages import visible_entries
 
@@ -196,13 +196,13 @@ def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int,
         args += ["--setenv", key, value]
     # -S: no site module at start-up (it would add the base's own packages, which a virtual environment
     # hides); the runner adds the environment's package folders itself (COURSE_GRADE_SITE).
-    return args + ["--", layout.executable, "-P", "-s", "-S", f"{LIB}/course_lib/grading/sandbox_main.py", JOB]
+    return args + ["--", layout.executable, "-P", "-s", "-S", f"{LIB}/course_lib/grading/sandbox/sandbox_main.py", JOB]
 
 
 def unsandboxed_command(lib: Path, job: Path, channel: int, requests: int) -> list[str]:
     """The runner as a plain process (``--unsafe-no-sandbox``): the same program, no isolation at all."""
     return ["env", f"PYTHONPATH={lib}", f"COURSE_GRADE_CHANNEL={channel}", f"COURSE_GRADE_REQUESTS={requests}",
-            sys.executable, "-P", "-s", str(lib / "course_lib" / "grading" / "sandbox_main.py"), str(job)]
+            sys.executable, "-P", "-s", str(lib / "course_lib" / "grading" / "sandbox" / "sandbox_main.py"), str(job)]
 
 
 @dataclass

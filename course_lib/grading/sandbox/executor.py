@@ -2,7 +2,7 @@
 
 :func:`execute` writes the submission's job (its exercise and helper cells, the course's setup lines and check
 cells, the limits; no hidden case) into a fresh folder, starts the runner in a sandbox
-(:mod:`course_lib.grading.sandbox`) and then *asks* it, one request at a time: run exercise N's cell; observe
+(:mod:`course_lib.grading.sandbox.sandbox`) and then *asks* it, one request at a time: run exercise N's cell; observe
 exercise N on these hidden cases (the inputs travel with this request only); run N's check cell; replay N.
 For each request the grader keeps exactly one answer, the first frame that carries the request's id and
 exercise; anything else on the pipe (frames for other exercises, repeated answers, malformed data) is
@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from ..judging.results import UntrustedData, parse_header
 from .cgroups import SandboxCgroup
 from .codec import npz_bytes
-from .results import UntrustedData, parse_header
 from .sandbox import SandboxRun, command, unsandboxed_command
 from .scratch import scratch_folder
 
@@ -48,7 +48,7 @@ MAX_FRAME = 16 * _MB
 #: Messages one sandbox may send in all: one answer per request is all an honest runner sends.
 MAX_FRAMES = 1000
 #: Where the grader may make control groups (root): a sandbox's tasks (threads count) and its memory, shared
-#: memory and its tmpfs folders included, on top of the runner's own limit (``course_lib.grading.cgroups``).
+#: memory and its tmpfs folders included, on top of the runner's own limit (``course_lib.grading.sandbox.cgroups``).
 MAX_TASKS = 256
 CGROUP_SLACK_MB = 1536  # above the address-space limit (+1024) and the tmpfs folders: a backstop
 
