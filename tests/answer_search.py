@@ -48,6 +48,9 @@ SECONDS = 0.5
 MAX_TIMEOUTS = 2
 #: Modules never called: the grader's runner in the sandbox's copy, command-line entry points.
 SKIPPED = ("course_lib.grading", "course_lib.edition.provided")
+#: Callables never called: they run a function given to them in other processes or threads (the function is
+#: searched itself), which costs seconds per call and computes nothing of their own.
+MACHINERY = ("course_lib.training.parallel.map_in_processes", "course_lib.runtime.measure_threads")
 #: Small sizes for building the course's own models (only the names a constructor takes are passed).
 SMALL = {"d_model": 8, "num_heads": 2, "num_kv_heads": 1, "d_ff": 16, "vocab_size": 16, "max_len": 32,
          "num_layers": 1, "n_layers": 1, "num_classes": 3, "image_size": 8, "patch_size": 4, "channels": 1,
@@ -95,6 +98,8 @@ def callables(found: list[types.ModuleType]) -> list[tuple[str, Any, str]]:
             if getattr(obj, "__module__", None) != module.__name__:
                 continue
             key = f"{module.__name__}.{attr}"
+            if key in MACHINERY:
+                continue
             if inspect.isfunction(obj):
                 out.append((key, obj, "function"))
             elif inspect.isclass(obj):
@@ -180,7 +185,13 @@ def transforms(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[str,
         out += [("identity values", values, kwargs), ("identity values, positional", values, {}),
                 ("identity values, first three", (q, k, identity), {})]
     out += [(f"first {n} arguments", args[:n], {}) for n in range(1, len(args))]
-    return out
+    unique, seen = [], set()
+    for label, a, k in out:  # the same call once (``positional only`` is ``as given`` without keywords...)
+        key = (tuple(id(x) if isinstance(x, torch.Tensor) else repr(x) for x in a), tuple(sorted(k)))
+        if key not in seen:
+            seen.add(key)
+            unique.append((label, a, k))
+    return unique
 
 
 def selves(cls: type, named: dict[str, Any], args: tuple[Any, ...]) -> list[tuple[str, Any]]:
@@ -213,7 +224,7 @@ def selves(cls: type, named: dict[str, Any], args: tuple[Any, ...]) -> list[tupl
 def call(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seed: int | None) -> Any:
     with limit(SECONDS), warnings.catch_warnings(), torch.random.fork_rng(devices=[]), torch.no_grad():
         warnings.simplefilter("ignore")
-        torch.manual_seed(0 if seed is None else seed)
+        torch.random.default_generator.manual_seed(0 if seed is None else seed)  # the CPU's (no device hooks)
         return fn(*clone(args), **clone(kwargs))
 
 
@@ -248,8 +259,17 @@ class Case:
 
     def selves(self, cls: type) -> list[tuple[str, Any]]:
         if cls not in self._selves:
-            self._selves[cls] = selves(cls, self.entry["named"], self.args)
+            sizes = tuple(sorted((k, v) for k, v in self.entry["named"].items()
+                                 if isinstance(v, (bool, int, float, str, type(None)))))
+            lengths = tuple(a for a in self.args if isinstance(a, int) and not isinstance(a, bool))
+            key = (cls, sizes, lengths)
+            if key not in _INSTANCES:  # one instance per class and sizes, shared by the exercises' cases
+                _INSTANCES[key] = [s for s in selves(cls, self.entry["named"], self.args) if s[0] != "duck self"]
+            self._selves[cls] = [("duck self", types.SimpleNamespace(**self.entry["named"])), *_INSTANCES[key]]
         return self._selves[cls]
+
+
+_INSTANCES: dict[Any, list[tuple[str, Any]]] = {}
 
 
 def attempts(key: str, obj: Any, kind: str, ex: dict[str, Any], case: Case
@@ -315,12 +335,16 @@ def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -
         for key, obj, kind in found:
             began = time.perf_counter()
             matched: dict[str, list[tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {}
+            searched = 0
             for index, case in enumerate(cases):
                 if not wanted[index]:
                     continue
+                searched += 1
                 for label, fn, a, k in attempts(key, obj, kind, ex, case):
                     if overruns.get(key, 0) >= MAX_TIMEOUTS:
                         break
+                    if searched > 2 and label not in matched:  # two cases tried it and neither matched
+                        continue
                     report["calls"] += 1
                     try:
                         got = leaves(call(fn, a, k, ex["seed"]))
