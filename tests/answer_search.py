@@ -2,7 +2,7 @@
 
 Run inside the built copy's environment, never beside the repository's ``course_lib``::
 
-    PYTHONPATH=LIBRARY python tests/answer_search.py CASES.pt
+    PYTHONPATH=LIBRARY python tests/answer_search.py CASES.pt REPORT.json
 
 ``CASES.pt`` (written by the test, :func:`tests.test_withheld_library.cases_file`) holds, for each exercise the
 library must not answer, its public and hidden cases, the reference's outputs on them, the reference's
@@ -20,7 +20,7 @@ cases (one when the exercise has a single non-trivial case) is a hit, unless it 
 arguments given back; a trivial expected output (constant, or equal to an input) is never compared. A hit
 whose call the exercise's grader refuses (a watched function or an operator of its
 ``forbidden_calls``/``forbidden_ops`` ran, recorded by :func:`course_lib.exercises.tracing.tracing` as the
-grader records it) is reported as ``refused``; any other is a violation. Prints a JSON report.
+grader records it) is reported as ``refused``; any other is a violation. Writes a JSON report.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ import course_lib
 SECONDS = 0.5
 #: A callable that overruns this many times is not called again (the report lists it).
 MAX_TIMEOUTS = 2
+#: The search's address space (torch maps about 1 GB of libraries).
+MEMORY_GB = 4
 #: Modules never called: the grader's runner in the sandbox's copy, command-line entry points.
 SKIPPED = ("course_lib.grading", "course_lib.edition.provided")
 #: Callables never called: they run a function given to them in other processes or threads (the function is
@@ -368,18 +370,27 @@ def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -
     return report
 
 
-def main(path: str) -> None:
+def main(path: str, out: str) -> None:
+    import resource
+    import traceback
+
     start = time.perf_counter()
+    limit_bytes = MEMORY_GB << 30  # a call that allocates without bound raises MemoryError, not the OOM killer
+    resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
     exercises = torch.load(path, weights_only=False)
     found_modules, failed = modules()
     found = callables(found_modules)
-    report = search(exercises, found)
+    try:
+        report = search(exercises, found)
+    except BaseException:  # noqa: BLE001 - written where the test reads it (a callable may have moved stderr)
+        report = {"error": traceback.format_exc()}
     report["import_failures"] = failed
     report["library"] = os.path.dirname(os.path.dirname(course_lib.__file__))
     report["seconds"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(report))
+    with open(out, "w", encoding="utf-8") as f:  # not stdout: a callable may redirect it and never restore it
+        json.dump(report, f)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("MPLBACKEND", "Agg")
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

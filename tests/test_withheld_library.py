@@ -63,10 +63,12 @@ def cases_file(exercises: list[Any], path: Path) -> Path:
 
 def run_search(library: Path, cases: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(library), "MPLBACKEND": "Agg", "COURSE_WORKERS": "1"}
-    done = subprocess.run([sys.executable, str(SEARCH), str(cases)], capture_output=True, text=True, env=env,
-                          cwd=library, timeout=3000)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    written = cases.with_suffix(".json")
+    done = subprocess.run([sys.executable, str(SEARCH), str(cases), str(written)], capture_output=True, text=True,
+                          env=env, cwd=library, timeout=3000)
+    assert done.returncode == 0 and written.is_file(), (done.returncode, done.stderr[-3000:], done.stdout[-1000:])
+    report = json.loads(written.read_text())
+    assert "error" not in report, report["error"]
     assert report["library"] == str(library), "the search imported another course_lib"
     return report
 
