@@ -12,18 +12,30 @@ kinds still need a hand after MkDocs has rendered a page (``on_page_content``):
 
 A relative link to neither a page nor a file of the repository is left alone, for the site's browser test
 (tests/test_site.py) to report as broken.
+
+A notebook's deep dives (the sections a class can skip: cells with the metadata ``course.deep_dive``, see
+``tools/lesson_time.py``) are folded: each deep dive's cells, from its ``## Deep dive: <title>`` heading on, go
+into a collapsed ``<details>`` that Material draws as a collapsible admonition, the title as its summary.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import posixpath
 import re
-from html import escape
+import sys
+from html import escape, unescape
 from pathlib import Path
+from types import ModuleType
 from urllib.parse import unquote, urlsplit
 
 _ANCHOR_HREF = re.compile(r'(<a\b[^>]*?)\bhref="([^"]*)"', re.IGNORECASE)
 _HEADING_ID = re.compile(r'<h[1-6][^>]*?\bid="([^"]*)"', re.IGNORECASE)
+_DIV = re.compile(r"<div\b|</div>", re.IGNORECASE)
+_NOTEBOOK_DIV = re.compile(r'<div class="jp-Notebook"[^>]*>')
+_DEEP_DIVE_HEADING = re.compile(r"<h2\b[^>]*>(?P<title>Deep dive.*?)(?:<a class=\"anchor-link\".*?)?</h2>", re.DOTALL)
 
 
 def _is_relative(href: str) -> bool:
@@ -62,6 +74,67 @@ def on_page_content(html: str, page, config, files) -> str:
     html = _ANCHOR_HREF.sub(rewrite, html)
     if page.file.src_uri.endswith(".ipynb"):
         _align_toc_with_headings(page.toc, html)
+        cells = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))["cells"]
+        html = fold_deep_dives(html, [_lesson_time(repo_root).is_deep_dive(cell) for cell in cells])
+    return html
+
+
+@functools.cache
+def _lesson_time(repo_root: Path) -> ModuleType:
+    """tools/lesson_time.py, which says what a deep dive is (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("lesson_time", repo_root / "tools" / "lesson_time.py")
+    module = sys.modules["lesson_time"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _cell_spans(html: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each element directly inside nbconvert's ``jp-Notebook`` div: one per cell, in order."""
+    opening = _NOTEBOOK_DIV.search(html)
+    if opening is None:
+        return []
+    spans, depth, start = [], 1, 0
+    for token in _DIV.finditer(html, opening.end()):
+        if token.group(0).lower() == "</div>":
+            depth -= 1
+            if depth == 1:
+                spans.append((start, token.end()))
+            elif depth == 0:
+                return spans
+        else:
+            if depth == 1:
+                start = token.start()
+            depth += 1
+    raise ValueError("fold_deep_dives: the notebook's <div> elements are not balanced")
+
+
+def fold_deep_dives(html: str, deep_dive: list[bool]) -> str:
+    """Wrap each deep dive's cells in a collapsed ``<details>`` (Material's collapsible admonition).
+
+    ``deep_dive`` says, cell by cell, whether the notebook's cell belongs to a deep dive; nbconvert writes one
+    element per cell, in order, so the two are matched by position. A run of deep-dive cells is one fold, and
+    a new fold starts at each "Deep dive" heading; the heading's text is the fold's summary.
+    """
+    if not any(deep_dive):
+        return html
+    spans = _cell_spans(html)
+    if len(spans) != len(deep_dive):
+        raise ValueError(f"fold_deep_dives: the page shows {len(spans)} cells, the notebook has {len(deep_dive)}")
+    folds: list[list[tuple[int, int]]] = []
+    for index, (span, deep) in enumerate(zip(spans, deep_dive, strict=True)):
+        if not deep:
+            continue
+        heading = _DEEP_DIVE_HEADING.search(html, *span)
+        if not folds or heading is not None or not deep_dive[index - 1]:
+            folds.append([])
+        folds[-1].append(span)
+    for fold in reversed(folds):  # from the end, so that earlier offsets stay valid
+        start, end = fold[0][0], fold[-1][1]
+        heading = _DEEP_DIVE_HEADING.search(html, start, fold[0][1])
+        title = re.sub(r"<[^>]+>", "", heading.group("title")).strip() if heading else "Deep dive"
+        html = (f'{html[:start]}<details class="info course-deep-dive"><summary>{escape(unescape(title))} '
+                f'<span class="course-deep-dive-note">(a deep dive: a class can skip it)</span></summary>\n'
+                f"{html[start:end]}\n</details>{html[end:]}")
     return html
 
 

@@ -71,6 +71,8 @@ SLOW_TESTS = {
     "tests/test_docs.py::test_pdoc_builds_the_reference_without_warnings": "builds the API reference (~95 s)",
     "tests/test_docs.py::test_every_docstring_example_runs": "runs every docstring example of the package (~35-90 s)",
     "tests/test_training.py::test_train_loop_learns_and_records": "trains a model (~50 s)",
+    "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": "runs every notebook (smoke mode)",
+    "tests/test_check_imports.py::test_no_check_imports_torch_dynamo_or_sympy": "every check, fresh Python (~60 s)",
 }
 
 
@@ -89,6 +91,8 @@ SAMPLED_TESTS = {
     # Each notebook recorded and then run unsolved in its own week's class edition (--graded NN, smoke mode): only
     # the sampled ones are built (tests/test_edition.py, graded_edition), so the sample saves both executions.
     "tests/test_edition.py::test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib": 1 / 3,
+    # Each notebook run with its deep-dive cells removed (smoke mode): nbval runs every notebook whole.
+    "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": 1 / 3,
 }
 
 
@@ -103,6 +107,7 @@ SPREAD_TESTS = frozenset({
     "tests/test_assignment.py::test_checks_accept_correct_alternatives",
     "tests/test_benchmarks.py::test_every_benchmark_accepts_quick",
     "tests/test_notebook_versions.py::test_solved_version_passes_every_check",
+    "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed",
 })
 
 

@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 from torch import nn  # noqa: E402
 
 from course_lib import GPT, DecoderLayer, EncoderLayer, MultiHeadAttention, Transformer  # noqa: E402
-from course_lib.figures.diagrams import plot_attention_diagram, plot_layer, plot_transformer, sublayers  # noqa: E402
+from course_lib.figures.diagrams import (  # noqa: E402
+    HIGHLIGHT,
+    LESSON_MAP,
+    plot_attention_diagram,
+    plot_layer,
+    plot_lesson_map,
+    plot_transformer,
+    sublayers,
+)
 
 
 def _texts(ax: plt.Axes) -> Counter:
@@ -88,3 +98,51 @@ def test_figure_2_reads_heads_and_d_k_from_the_module() -> None:
         plot_attention_diagram(nn.Linear(2, 2))
     with pytest.raises(TypeError, match="must be a course_lib Transformer"):
         plot_transformer(nn.Linear(2, 2))
+
+
+def _highlighted(ax: plt.Axes) -> list[str]:
+    """The labels plot_lesson_map made bold (the highlighted boxes' labels), in drawing order."""
+    return [t.get_text() for t in ax.texts if t.get_fontweight() == "bold"]
+
+
+def test_every_notebook_has_a_lesson_map() -> None:
+    stems = {path.stem for path in (Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert stems <= set(LESSON_MAP), f"notebooks without a lesson map: {sorted(stems - set(LESSON_MAP))}"
+    assert {f"{n:02d}" for n in range(15)} == {stem[:2] for stem in LESSON_MAP}  # 00 .. 14, one each
+
+
+@pytest.mark.parametrize("notebook", sorted(LESSON_MAP))
+def test_a_lesson_map_highlights_its_part_and_dims_the_rest(notebook: str) -> None:
+    ax = plot_lesson_map(notebook)
+    red = [p for p in ax.patches if p.get_edgecolor()[:3] == to_rgb(HIGHLIGHT)]
+    faded = [p for p in ax.patches if p.get_alpha() is not None and p.get_alpha() < 1]
+    assert red and faded, "a lesson map shows its part in red among faded others"
+    assert f"Lesson {notebook[:2]}" in ax.get_title()
+    _drawn_cleanly(ax)
+
+
+@pytest.mark.parametrize(("notebook", "bold"), [
+    ("04_masking", ["Masked Multi-Head Attention"]),
+    ("03_positional_encoding", ["Input Embedding ×√d_model", "Positional\nEncoding", "Output Embedding ×√d_model",
+                                "Positional\nEncoding"]),
+    ("11_bert", ["Tokens, 15% masked", "MLM Head", "Classifier on [CLS]"]),
+    ("14_inference_at_scale", ["Grouped-Query Attention"]),
+])
+def test_a_lesson_map_highlights_exactly_the_tables_parts(notebook: str, bold: list[str]) -> None:
+    assert _highlighted(ax := plot_lesson_map(notebook)) == bold
+    plt.close(ax.figure)
+
+
+def test_lesson_09_highlights_self_attention_not_the_cross_attention() -> None:
+    ax = plot_lesson_map("09_why_self_attention")
+    red = {p.get_gid() for p in ax.patches if p.get_edgecolor()[:3] == to_rgb(HIGHLIGHT)}
+    assert red == {"encoder/Multi-Head Attention", "decoder/Masked Multi-Head Attention"}
+    plt.close(ax.figure)
+
+
+def test_a_lesson_map_draws_on_the_axes_given_and_names_a_wrong_notebook() -> None:
+    fig, ax = plt.subplots()
+    assert plot_lesson_map("10_language_model", ax=ax) is ax and ax.get_title().startswith("GPT")
+    plt.close(fig)
+    with pytest.raises(ValueError, match=r"notebook must be a notebook's stem, one of .*got '01_attn'"):
+        plot_lesson_map("01_attn")

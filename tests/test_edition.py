@@ -747,7 +747,7 @@ def _kv_exercises() -> list[Any]:
 
 @pytest.mark.slow
 def test_the_assignments_student_folder_holds_no_reference_and_no_case_code(kv_student: Path) -> None:
-    assert sorted(p.name for p in kv_student.iterdir()) == ["kv_cache.ipynb", "kv_cache_checks.py",
+    assert sorted(p.name for p in kv_student.iterdir()) == ["README.md", "kv_cache.ipynb", "kv_cache_checks.py",
                                                             "kv_cache_reference.py", "manifest.json", "stored"]
     _assert_no_answers(kv_student, _kv_exercises())
 

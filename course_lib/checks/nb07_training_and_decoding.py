@@ -311,6 +311,15 @@ def _per_beam_best(scores, log_probs, beam_size):
     return new, beam, best_tok.gather(1, beam)
 
 
+def _each_beam_extended_once(scores, log_probs, beam_size):
+    best_lp, best_tok = log_probs.max(dim=-1)  # (batch, beam): one token per beam, the beams kept in their order
+    return scores + best_lp, torch.arange(scores.shape[1]).expand_as(best_tok), best_tok
+
+
+ONE_TOKEN_PER_BEAM_HINT = ("a beam can contribute several of the best candidates, and another none: take the "
+                           "top-k over all beam * vocab extensions at once (flatten the last two axes).")
+
+
 def _scores_not_added(scores, log_probs, beam_size):
     batch, beam, vocab = log_probs.shape
     new, index = log_probs.reshape(batch, -1).topk(beam_size, dim=-1)
@@ -370,9 +379,9 @@ BEAM_STEP = register(Exercise(
     summary="one step of beam search: the best extensions over all beams",
     **public_and_hidden(_beam_cases),
     mistakes=[
-        Mistake("only each beam's best token", _per_beam_best,
-                "a beam can contribute several of the best candidates: take the top-k over all "
-                "beam * vocab extensions at once (flatten the last two axes)."),
+        Mistake("only each beam's best token", _per_beam_best, ONE_TOKEN_PER_BEAM_HINT),
+        Mistake("each beam extended by its best token, in beam order", _each_beam_extended_once,
+                ONE_TOKEN_PER_BEAM_HINT),
         Mistake("previous scores not added", _scores_not_added,
                 "a candidate's score is its beam's score plus the token's log-probability."),
         Mistake("index split by beam size", _divided_by_beam,

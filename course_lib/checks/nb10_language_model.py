@@ -172,6 +172,31 @@ def _cumsum_of_logits(logits, p):
     return logits.masked_fill(logits < sorted_logits.gather(-1, kept - 1), -math.inf)
 
 
+def _ties_cut_by_position(logits, p):
+    # the widely copied filter of Hugging Face's top_k_top_p_filtering: right but for ties, which it cuts by their
+    # place in the sort (the exercise keeps every token tied with the last one kept)
+    sorted_logits, sorted_indices = torch.sort(logits, descending=True)
+    cumulative = torch.cumsum(torch.softmax(sorted_logits, dim=-1), dim=-1)
+    remove = cumulative > p
+    remove[..., 1:] = remove[..., :-1].clone()
+    remove[..., 0] = False
+    return logits.masked_fill(remove.scatter(-1, sorted_indices, remove), -math.inf)
+
+
+def _ties_cut_by_position_ascending(logits, p):
+    # Hugging Face's TopPLogitsWarper: the same rule from the least probable end
+    sorted_logits, sorted_indices = torch.sort(logits, descending=False)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove = cumulative <= (1 - p)
+    remove[..., -1:] = False
+    return logits.masked_fill(remove.scatter(-1, sorted_indices, remove), -math.inf)
+
+
+TIE_RULE_HINT = ("the rule for ties: a token with the same probability as the last token kept is kept too, so the "
+                 "result cannot depend on how the sort orders equal values. Decide by value: find the smallest "
+                 "logit kept, then keep every token whose logit reaches it.")
+
+
 def _unsorted_cumsum(logits, p):
     probs = torch.softmax(logits, -1)
     before = probs.cumsum(-1) - probs  # in vocabulary order, not by probability
@@ -227,6 +252,12 @@ TOP_P = register(Exercise(
         Mistake("cumulative sum of logits", _cumsum_of_logits,
                 "p is a probability mass: turn the sorted logits into probabilities (softmax) before the "
                 "cumulative sum."),
+        Mistake("ties cut by their place in the sort", _ties_cut_by_position, TIE_RULE_HINT,
+                detail="threshold = sorted_logits.gather(-1, num_kept - 1); "
+                       "logits.masked_fill(logits < threshold, float('-inf'))."),
+        Mistake("ties cut by their place in an ascending sort", _ties_cut_by_position_ascending, TIE_RULE_HINT,
+                detail="threshold = sorted_logits.gather(-1, num_kept - 1); "
+                       "logits.masked_fill(logits < threshold, float('-inf'))."),
         Mistake("cumulative sum in vocabulary order", _unsorted_cumsum,
                 "sort by probability first (descending): the nucleus is made of the MOST probable tokens."),
         Mistake("0 instead of -inf", _zero_instead_of_minus_inf,

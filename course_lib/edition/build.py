@@ -28,9 +28,11 @@ import importlib
 import inspect
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -384,6 +386,10 @@ name = "course_lib"
 version = "{version}"
 description = "The Transformer course's library, class edition: no graded exercise's answer is in it"
 requires-python = ">=3.11"
+# The course's pins (requirements.txt) of what the edition and its notebooks need.
+dependencies = [
+{dependencies}
+]
 
 [tool.setuptools.packages.find]
 include = ["course_lib*"]
@@ -392,14 +398,70 @@ include = ["course_lib*"]
 "*" = ["*.pt", "*.json"]
 '''
 
+#: What the class edition and its notebooks need (PyPI names), pinned as the course pins them.
+EDITION_NEEDS = ("torch", "numpy", "matplotlib", "koreanize-matplotlib", "tqdm", "nbformat", "nbclient", "ipykernel",
+                 "sacrebleu", "num2words", "tokenizers", "scikit-learn")
+
+
+def edition_pins(requirements: Path | None = None) -> list[str]:
+    """``name==version`` for each of :data:`EDITION_NEEDS`: the course's ``requirements.txt`` pins, else (an
+    installed course_lib without the repository) the versions installed in the building environment."""
+    from importlib import metadata
+
+    path = requirements or Path(course_lib.__file__).resolve().parents[1] / "requirements.txt"
+    pinned = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            name, sep, version = line.split("#", 1)[0].strip().partition("==")
+            if sep:
+                pinned[name.strip().lower()] = version.strip()
+    pins = []
+    for name in EDITION_NEEDS:
+        version = pinned.get(name) or metadata.version(name)
+        pins.append(f"{name}=={version}")
+    return pins
+
+
+def pyproject(pins: Sequence[str]) -> str:
+    """The edition's ``pyproject.toml``: ``pip install DIR`` installs it and its pinned dependencies."""
+    return PYPROJECT.format(version=course_lib.__version__,
+                            dependencies="\n".join(f'  "{pin}",' for pin in pins))
+
+
 README = '''# The Transformer course: class edition
 
 What students receive for a graded class. `course_lib` here holds no graded exercise's answer: where a lesson
 needs a graded component it uses PyTorch's own module, stored outputs, or your own implementation once your
 exercise passes its check. The checks compare your code with stored outputs on public cases.
 
-    pip install .            # or: PYTHONPATH=. jupyter lab --notebook-dir=notebooks
+    pip install .            # with its pinned dependencies (torch {torch}); or: PYTHONPATH=. jupyter lab
+    jupyter lab --notebook-dir=notebooks
+{graded}'''
+
+HAND_IN = '''
+## What is graded and what to hand in
+
+**Graded: `{where}{name}.ipynb`**{context}
+
+1. Write your code in the exercise cells of `{name}.ipynb` (the cells that say `# YOUR CODE HERE`); keep
+   each exercise's function or class name, and run the check cell under it (it says whether your code passes
+   the public cases; the grade uses hidden cases).
+2. Save the notebook and hand in **that one file**, `{name}.ipynb`, as your course's site asks: an LMS (Canvas,
+   Moodle) adds your name when it collects it, so keep the file's name. If you hand it in another way, name it
+   `{name}_<your login>.ipynb` (e.g. `{name}_jdoe.ipynb`): the name must begin with `{name}` and hold your
+   login, and nobody else's.
+3. Only the code cells' source is graded: outputs, other files and a PDF are not.
 '''
+
+
+def readme(graded: str | None, pins: Sequence[str]) -> str:
+    """The edition's README: how to install it and, for a week's edition, which notebook is graded, what to
+    hand in and how to name it."""
+    torch = next((p.split("==")[1] for p in pins if p.startswith("torch==")), "")
+    text = "" if graded is None else HAND_IN.format(
+        where="notebooks/", name=graded,
+        context=f" (notebook {graded.split('_')[0]}). The notebooks before it are lessons, not graded.")
+    return README.format(torch=torch, graded=text)
 
 
 def _copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
@@ -473,9 +535,42 @@ def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bo
     manifest["notebooks"] = [p.name for p in _copy_notebooks(paths, out / "notebooks")]
     manifest["graded"] = None if graded is None else paths[-1].stem
     (out / "course_lib" / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    (out / "pyproject.toml").write_text(PYPROJECT.format(version=course_lib.__version__), encoding="utf-8")
-    (out / "README.md").write_text(README, encoding="utf-8")
+    pins = edition_pins()
+    (out / "pyproject.toml").write_text(pyproject(pins), encoding="utf-8")
+    (out / "README.md").write_text(readme(manifest["graded"], pins), encoding="utf-8")
     return manifest
+
+
+#: The instructor's list of the assignment's files that go to students (one name a line, ``#`` comments).
+SHIP = "ship.txt"
+
+
+def shipped_files(assignment: Path, notebook: Path, checks: str) -> list[Path]:
+    """The assignment's modules that go to students: those its :data:`SHIP` manifest names, else those the
+    notebook imports. Every other file of the folder (a draft solution, the instructor's tests) stays out, and a
+    warning names each; a name in the manifest that is no module of the folder is an error."""
+    manifest = assignment / SHIP
+    if manifest.is_file():
+        names = [line.split("#", 1)[0].strip() for line in manifest.read_text(encoding="utf-8").splitlines()]
+        names = [n for n in names if n]
+        wrong = [n for n in names if not (assignment / n).is_file() or not n.endswith(".py")
+                 or n == f"{checks}.py" or "/" in n]
+        if wrong:
+            raise ValueError(f"{manifest}: expected the names of the assignment's own modules (not the checks "
+                             f"module {checks}.py), got {wrong}")
+        chosen = [assignment / n for n in names]
+        why = f"not named in {SHIP}"
+    else:
+        nb = nbformat.read(notebook, as_version=4)
+        imported = {name.split(".")[0] for cell in nb.cells if cell.cell_type == "code"
+                    for name in re.findall(r"^\s*(?:from|import)\s+([A-Za-z_][\w.]*)", cell.source, re.M)}
+        chosen = [p for p in sorted(assignment.glob("*.py")) if p.stem in imported and p.stem != checks]
+        why = f"the notebook does not import it and there is no {SHIP} naming what to ship"
+    for path in sorted(assignment.iterdir()):
+        if path not in chosen and path != notebook and path.name not in (f"{checks}.py", SHIP) \
+                and not path.name.startswith(".") and path.name != "__pycache__":
+            warnings.warn(f"--assignment {assignment}: {path.name} is not shipped to students ({why})", stacklevel=2)
+    return chosen
 
 
 def build_student_folder(assignment: Path, out: Path, record: bool = True) -> dict[str, Any]:
@@ -505,9 +600,8 @@ def build_student_folder(assignment: Path, out: Path, record: bool = True) -> di
     notebook_id = str(nb.metadata["course"].get("notebook") or notebooks[0].stem)
     exercises = registered_exercises(notebook_id)
     out.mkdir(parents=True, exist_ok=True)
-    for path in sorted(assignment.glob("*.py")):
-        if path.stem != checks:
-            shutil.copyfile(path, out / path.name)
+    for path in shipped_files(assignment, notebooks[0], checks):
+        shutil.copyfile(path, out / path.name)
     parts = [p for p in graded_parts(exercises) if (out / f"{p.key.split('.')[0]}.py").is_file()]
     # The course's graded functions the assignment calls (a constructor's sinusoidal table) are recorded too.
     course_parts = [p for p in graded_parts(course_exercises()) if p.role == "reference"]
@@ -527,6 +621,10 @@ def build_student_folder(assignment: Path, out: Path, record: bool = True) -> di
                           for p in parts}, "exercises": [e.name for e in exercises], "checks": checks,
                 "modules": sorted(p.stem for p in out.glob("*.py") if p.stem != checks)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(f"# {notebooks[0].stem}: student folder\n\nPut it beside the class edition "
+                                   "(`pip install class/`, or `PYTHONPATH=this-folder:class`).\n"
+                                   + HAND_IN.format(where="", name=notebooks[0].stem, context="."),
+                                   encoding="utf-8")
     return manifest
 
 

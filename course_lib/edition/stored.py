@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import sys
 from collections import ChainMap
 from collections.abc import Callable, Sequence
@@ -51,7 +52,7 @@ from course_lib.exercises.feedback import (
 from course_lib.exercises.observation import WeightsMismatchError
 
 __all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "check", "run_check", "stored_call", "served",
-           "withheld", "call_digest", "load_exercise", "stored_exercises", "lookup"]
+           "fallback_words", "withheld", "call_digest", "load_exercise", "stored_exercises", "lookup"]
 
 #: Where the edition's stored data lives: one ``<exercise>.pt`` per exercise and ``calls.pt``.
 DATA = Path(__file__).resolve().parent / "data"
@@ -370,5 +371,35 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Any:
     print(result)
     if result.passed:
         return impl
-    print("   → the cells below use the class edition's stand-in for now.")
+    print(f"   → {fallback_words(data['fallback'], _manifest())}")
     return _fallback(data)
+
+
+@cache
+def _manifest() -> dict[str, Any]:
+    """The edition's manifest (what stands in for each graded part), written beside this module by the build."""
+    path = Path(__file__).with_name("manifest.json")
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def fallback_words(fallback: str, manifest: dict[str, Any]) -> str:
+    """What the cells below a failed check go on with in this edition, said as it is: the course's reference where
+    the edition ships it, else what stands in for it (PyTorch's own function, the outputs stored with the
+    edition, or nothing: the answer is withheld), from the manifest's ``parts`` (key -> ``kind``, ``through``).
+
+    Example:
+        >>> fallback_words("m.f", {"parts": {"m.f": {"kind": "backed", "through": ["torch.softmax"]}}}).split(" (")[0]
+        "the cells below use PyTorch's own torch.softmax in its place for now"
+    """
+    parts = [part for key, part in manifest.get("parts", {}).items() if key == fallback or key.startswith(
+        fallback + ".")]
+    kinds = {part.get("kind") for part in parts}
+    if not parts:
+        return "the cells below use the course's reference implementation for now."
+    missing = " (this edition does not hold the course's answer)."
+    if "backed" in kinds:
+        through = sorted({name for part in parts for name in part.get("through", [])})
+        return f"the cells below use PyTorch's own {', '.join(through) or 'module'} in its place for now{missing}"
+    if "stored" in kinds:
+        return f"the cells below use outputs stored with this edition for the calls the lesson makes{missing}"
+    return f"the cells below that need it stop with a message until yours passes{missing}"

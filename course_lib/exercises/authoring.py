@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import textwrap
 from collections.abc import Callable
@@ -34,8 +35,8 @@ from .execute import check_statuses, execute_notebook
 from .feedback import output_problems, to_plain
 from .notebooks import check_metadata, exercise_metadata, notebook_metadata
 
-__all__ = ["md", "code", "exercise_cell", "check_cell", "write_notebook", "load_notebook", "run_smoke",
-           "check_statuses", "agrees"]
+__all__ = ["md", "code", "exercise_cell", "check_cell", "write_notebook", "kernel_metadata", "load_notebook",
+           "run_smoke", "check_statuses", "agrees"]
 
 
 def _clean(source: str) -> str:
@@ -62,11 +63,26 @@ def check_cell(name: str, source: str) -> nbformat.NotebookNode:
     return new_code_cell(_clean(source), metadata=check_metadata(name))
 
 
+def kernel_metadata() -> dict[str, dict[str, Any]]:
+    """The ``kernelspec`` and ``language_info`` JupyterLab writes into a notebook run in this environment.
+
+    JupyterLab sets both from the kernel it starts (the ``python3`` kernelspec's name, display name and language;
+    the kernel's ``language_info`` reply, which holds the Python version) and marks the notebook modified when
+    they differ from the stored ones: notebooks stored with these open unmodified (``tools/notebook_metadata.py``
+    writes them; checked in a real JupyterLab 4.6 with ipykernel 7.4).
+    """
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    return {"kernelspec": {"display_name": spec.display_name, "language": spec.language, "name": "python3"},
+            "language_info": json.loads(json.dumps(IPythonKernel.language_info))}
+
+
 def write_notebook(path: str | Path, cells: list[nbformat.NotebookNode], notebook: str, checks: str) -> None:
     """Write a valid notebook of ``cells`` whose metadata names its id and the module declaring its exercises."""
     nb = new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata.update(kernel_metadata())
     nb.metadata["course"] = notebook_metadata(notebook, checks)
     nbformat.validate(nb)
     nbformat.write(nb, str(path))

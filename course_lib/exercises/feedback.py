@@ -70,15 +70,44 @@ class CheckResult:
         return "\n".join(lines)
 
 
+def _quoted(code: str, offset: int | None = None) -> str:
+    """A line of code on a line of its own, indented (never inside parentheses of the message, whose closing one
+    would read as part of the code), with a caret under column ``offset`` (1-based, in ``code``) when known."""
+    text = code.rstrip("\n")
+    shown = text.strip()
+    if not shown:
+        return ""
+    quoted = f"\n    {shown}"
+    if offset is not None and offset > 0:
+        column = min(max(offset - 1 - (len(text) - len(text.lstrip())), 0), len(shown))
+        quoted += "\n    " + " " * column + "^"
+    return quoted
+
+
 def _user_frame(err: BaseException) -> str:
-    """The innermost traceback line that is the learner's code (not torch's, not course_lib's)."""
+    """The innermost traceback line that is the learner's code (not torch's, not course_lib's): "at line N:" and
+    the code on its own line."""
     frames = traceback.extract_tb(err.__traceback__)
     for fr in reversed(frames):
         name = fr.filename.replace("\\", "/")
         if "/torch/" in name or "/course_lib/exercises/" in name:
             continue
-        return f"line {fr.lineno}: {fr.line}".strip()
+        quoted = _quoted(fr.line or "")
+        return f"at line {fr.lineno}:{quoted}" if quoted else f"at line {fr.lineno}"
     return ""
+
+
+def _crash_mistake(exercise: Exercise, case: Case, err: BaseException) -> Mistake | None:
+    """The first known mistake that raises the same kind of error on ``case`` (a crash can be a known mistake:
+    the learning-rate schedule without its step-0 guard divides by zero)."""
+    for mistake in exercise.mistakes:
+        try:
+            run_case(mistake.impl, case, grad=exercise.grad, seed=exercise.seed)
+        except type(err):
+            return mistake
+        except Exception:  # noqa: BLE001 - another error says nothing about this one
+            continue
+    return None
 
 
 def _shape_hint(problem: str) -> str:
@@ -168,8 +197,10 @@ def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
             raise
         except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
             where = _user_frame(err)
-            message = f"your code raised {type(err).__name__}: {err}" + (f"\n({where})" if where else "")
-            return CheckResult(name, ERROR, message, case.label, cases_passed=i, cases_total=total)
+            message = f"your code raised {type(err).__name__}: {err}" + (f"\n{where}" if where else "")
+            known = _crash_mistake(exercise, case, err) if isinstance(err, Exception) else None
+            return CheckResult(name, ERROR, message, case.label, known.hint if known else "", i, total,
+                               detail=known.detail if known else "")
         problems = observation_problems(exercise, case, reference_observation(exercise, case), got,
                                         inputs_as_plain(case), threads=False)  # a kernel has threads of its own
         if problems:
@@ -286,11 +317,11 @@ cells.install()  # in an IPython kernel, record how each exercise cell last ran 
 
 
 def _error_details(err: BaseException) -> str:
-    """What an error says, in one line: for a syntax error its line, message and text."""
+    """What an error says: for a syntax error its line and message, then the line of code on its own line with a
+    caret under the place Python points at; for another error, its first line."""
     if isinstance(err, SyntaxError):
         where = f"line {err.lineno}: " if err.lineno else ""
-        text = f": {err.text.strip()}" if err.text and err.text.strip() else ""
-        return f"{where}{err.msg}{text}"
+        return f"{where}{err.msg}" + _quoted(err.text or "", err.offset)
     return str(err).splitlines()[0][:200] if str(err) else ""
 
 
@@ -327,7 +358,7 @@ def _stale_verdict(name: str, target: str) -> CheckResult | None:
     assert run.error is not None
     details = _error_details(run.error)
     return CheckResult(name, FAILED, f"your exercise cell raised {type(run.error).__name__} when it last ran: fix "
-                       f"it and run it again, then this check." + (f"\n({details})" if details else ""))
+                       f"it and run it again, then this check." + (f"\n{details}" if details else ""))
 
 
 _HINTS_GIVEN: dict[str, str] = {}  # exercise -> the hint its last check printed (asked again: its code follows)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import os
 import sys
 import threading
@@ -41,7 +42,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["Trace", "tracing", "matching_ops", "watch_key", "resolve_watch", "thread_idents", "owner_and_attribute"]
+__all__ = ["Trace", "tracing", "matching_ops", "watch_key", "resolve_watch", "unimported_key", "thread_idents",
+           "owner_and_attribute"]
 
 # Captured once, at import: later changes to these modules' attributes do not change what is used here.
 _SETPROFILE = sys.setprofile
@@ -112,15 +114,47 @@ def _builtin_key(func: Any) -> str:
 def resolve_watch(dotted: Sequence[str]) -> dict[str, str]:
     """``{watch key: dotted name}`` for functions named like ``"torch.nn.functional.softmax"``.
 
-    Names that do not resolve (another PyTorch version) are skipped: the operations still are recorded.
+    A function of a module nobody has imported yet is watched by its file and qualified name
+    (``qual:<file>:<qualname>``, :func:`unimported_key`) rather than imported to find its code: importing
+    ``torch.nn.attention.bias`` for a check would pull in ``torch._dynamo`` and SymPy (seconds). Code that
+    imports it during the call is still seen. Names that do not resolve (another PyTorch version) are skipped:
+    the operations still are recorded.
     """
     found: dict[str, str] = {}
     for name in dotted:
-        obj = _resolve(name)
-        key = watch_key(obj) if obj is not None else None
+        key = unimported_key(name)
+        if key is None:
+            obj = _resolve(name)
+            key = watch_key(obj) if obj is not None else None
         if key is not None:
             found[key] = name
     return found
+
+
+def unimported_key(dotted: str) -> str | None:
+    """``qual:<source file>:<qualified name>`` of a function whose module is not imported yet, found without
+    importing it (``importlib.util.find_spec``); None when its module is imported (or not found).
+
+    Example:
+        >>> unimported_key("torch.softmax") is None  # torch is imported: watched by its code object
+        True
+    """
+    parts = dotted.split(".")
+    for split in range(1, len(parts)):
+        module_name = ".".join(parts[:split])
+        module = sys.modules.get(module_name)
+        if module is not None:
+            if hasattr(module, "__path__"):  # an imported package: its submodule may not be
+                continue
+            return None
+        try:
+            spec = importlib.util.find_spec(module_name)  # imports its parent package only
+        except (ImportError, ValueError):
+            return None
+        if spec is None or not spec.origin or spec.submodule_search_locations is not None:
+            return None
+        return f"qual:{spec.origin}:{'.'.join(parts[split:])}"
+    return None
 
 
 def owner_and_attribute(dotted: str) -> tuple[Any, str] | None:
@@ -173,6 +207,7 @@ class _Recorder:
 
     def __init__(self, watched: dict[str, str], thread: int) -> None:
         self.watched, self.thread = watched, thread
+        self.by_name = any(key.startswith("qual:") for key in watched)  # functions of modules not yet imported
         self.trace = Trace()
 
     def __call__(self, frame: types.FrameType, event: str, arg: Any) -> None:
@@ -180,6 +215,8 @@ class _Recorder:
             code = frame.f_code
             key = f"code:{code.co_filename}:{code.co_firstlineno}:{code.co_name}"
             if key in self.watched:
+                self.trace.calls.add(self.watched[key])
+            elif self.by_name and (key := f"qual:{code.co_filename}:{code.co_qualname}") in self.watched:
                 self.trace.calls.add(self.watched[key])
             if code.co_filename.endswith(_COMPILED_ENTRY):  # torch.compile'd code: its kernels are not operators
                 self.trace.tampering.add("torch.compile (compiled code, whose operators the record cannot see)")

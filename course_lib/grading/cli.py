@@ -7,6 +7,7 @@
     course-grade override --out grades/ s042 fx_attend 2 --reason "cell order bug, checked by hand"
     course-grade export --out grades/ --partial-credit --deadline 2026-11-20T23:59Z --late-penalty 10%/day
     course-grade history --out grades/ s042                       # every record of a student
+    course-grade rubric | handback | class-report | course-table | gradescope ...   (course_lib.grading.commands)
 
 A gradebook belongs to one assignment (one notebook): the first run that knows it records it (``--source``,
 else the one notebook the run's files resolve to) and every later run grades against it. A file that is another
@@ -29,46 +30,28 @@ from __future__ import annotations
 
 import argparse
 import csv
-import fcntl
 import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from .course import course_notebooks, notebook_id
 from .judging.scoring import ScoringRule, parse_time
-from .records.exports import class_table, report_from_dict, write_exports
-from .records.gradebook import GRADEBOOK_NAME, Gradebook, GradebookError
-from .records.handback import write_feedback
+from .records.exports import report_from_dict
+from .records.gradebook import GRADEBOOK_NAME, KEPT, Gradebook, GradebookError, keep_copy, kept_copy
+from .records.lms import MOODLE_FIELDS
+from .records.publish import ROSTER_COPY, ClassOptions, export, stored_roster
 from .records.report import report_name, write_json, write_markdown
 from .records.report_types import SubmissionReport
-from .records.roster import Roster, RosterError, RosterProblem, read_roster
+from .records.roster import Roster, RosterError, RosterProblem, read_roster, rekey, write_roster
 from .runner import CourseCopy, GradeConfig, grade_submission, resolve_notebook
 from .sandbox.sandbox import SandboxUnavailable, probe
 from .submission import display_name, file_sha256
 
 __all__ = ["main", "grade_many", "ClassOptions", "export", "stored_roster"]
-
-ROSTER_COPY = "roster.csv"
-
-
-@dataclass
-class ClassOptions:
-    """What ``course-grade`` does beyond grading: students, incremental runs, scoring, feedback."""
-
-    roster: Roster | None = None
-    regrade: bool = False
-    regrade_students: tuple[str, ...] = ()
-    rule: ScoringRule | None = None  # None: the rule the gradebook already holds
-    times: dict[str, str] = field(default_factory=dict)  # supplied submission times, by student or file name
-    assignment: str = ""  # the LMS column's name ("": as recorded, at first the notebook's id)
-    feedback_details: bool | None = None  # None: as the gradebook records (off at first)
-    feedback_html: bool | None = None
 
 
 def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]) -> SubmissionReport:
@@ -80,17 +63,6 @@ def _grade_safely(path: Path, config: GradeConfig, courses: dict[Path, CourseCop
                                 message=f"the grader failed: {type(err).__name__}: {err}")
 
 
-@contextmanager
-def _export_lock(out: Path) -> Iterator[None]:
-    """One process at a time reads the gradebook and rewrites the exports (the last one sees every grade)."""
-    with open(out / ".gradebook.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _mtime(path: Path) -> str:
     try:
         return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.lstat(path).st_mtime))
@@ -98,9 +70,10 @@ def _mtime(path: Path) -> str:
         return ""
 
 
-def _students(paths: list[Path], roster: Roster | None) -> tuple[dict[Path, str], list[RosterProblem]]:
+def _students(paths: list[Path], roster: Roster | None, how: dict[Path, str] | None = None
+              ) -> tuple[dict[Path, str], list[RosterProblem]]:
     """The gradebook key of every submission: the roster's student id, else the file's name without .ipynb
-    (the path as given when two files share a name)."""
+    (the path as given when two files share a name); ``how`` receives why each file is its student's."""
     twice = {k for k, n in Counter(display_name(p.name) for p in paths).items() if n > 1}
     labels = {p: display_name(p) if display_name(p.name) in twice else display_name(p.name) for p in paths}
     if roster is None:  # a/x.ipynb and b/x.ipynb keep their paths as keys
@@ -108,10 +81,22 @@ def _students(paths: list[Path], roster: Roster | None) -> tuple[dict[Path, str]
     names = {label: p for p, label in labels.items()}
     newest = sorted(names, key=lambda n: os.lstat(names[n]).st_mtime if names[n].exists() else 0, reverse=True)
     match = roster.match(list(names), newest)
+    if how is not None:
+        how.update({names[f]: why for f, why in match.how.items()})
     return {names[f]: key for f, key in match.students.items()}, match.problems
 
 
-def _report_names(book: Gradebook, todo: list[tuple[Path, str]]) -> dict[Path, str]:
+def _file_of(book: Gradebook, path: Path, student: str) -> str:
+    """The submission's file name as recorded: a kept copy (a regrade of the current submission) keeps the
+    name of the file it is a copy of."""
+    record = book.current().get(student)
+    if record is not None and path.parent.name == KEPT and path.stem == record.sha256:
+        return record.file
+    return display_name(path.name)
+
+
+def _report_names(book: Gradebook, todo: list[tuple[Path, str]], files: dict[Path, str] | None = None
+                  ) -> dict[Path, str]:
     """A stable report name per submission (a student's file keeps its name from run to run), never a name
     another student's current reports use."""
     current = book.current()
@@ -120,7 +105,8 @@ def _report_names(book: Gradebook, todo: list[tuple[Path, str]]) -> dict[Path, s
     names = {}
     for path, student in todo:
         record = current.get(student)
-        if record is not None and record.file == display_name(path.name) and record.report_name not in taken:
+        file = (files or {}).get(path, display_name(path.name))
+        if record is not None and record.file == file and record.report_name not in taken:
             names[path] = record.report_name
             taken.add(record.report_name)
         else:
@@ -128,14 +114,33 @@ def _report_names(book: Gradebook, todo: list[tuple[Path, str]]) -> dict[Path, s
     return names
 
 
-def _todo(book: Gradebook, students: dict[Path, str], options: ClassOptions) -> tuple[list[tuple[Path, str, str]],
-                                                                                    list[Path]]:
-    """``([(path, student, why)], unchanged paths)``: what must be graded, and why (new, changed, regrade)."""
+def _todo(book: Gradebook, students: dict[Path, str], options: ClassOptions, out: Path | None = None,
+          quiet: bool = True) -> tuple[list[tuple[Path, str, str]], list[Path]]:
+    """``([(path, student, why)], unchanged paths)``: what must be graded, and why (new, changed, regrade).
+
+    A file that is one of its student's earlier, superseded submissions (its SHA-256 is in their history, not
+    their current one) is never graded over the current one; a regrade of that student grades their current
+    submission (the copy kept in ``out``, :func:`~course_lib.grading.records.gradebook.kept_copy`)."""
     current = book.current()
     todo, unchanged = [], []
+    regrade = set(options.regrade_students)
     for path, student in students.items():
         digest, record = file_sha256(path), current.get(student)
-        if options.regrade or student in options.regrade_students:
+        earlier = record is not None and digest and digest != record.sha256 and \
+            any(r.sha256 == digest for r in book.history(student))
+        if earlier:
+            assert record is not None
+            copy = kept_copy(out, record.sha256) if out is not None else None
+            wanted = options.regrade or student in regrade
+            _say(quiet, f"{display_name(path.name)!r} ({student}): superseded by {record.file} (graded "
+                        f"{record.graded_at}); " + ("regrading the current one" if wanted and copy else
+                        "the current one has no kept copy: give its file to regrade it" if wanted else
+                        "not graded again"))
+            if wanted and copy is not None:
+                todo.append((copy, student, "regrade"))
+            else:
+                unchanged.append(path)
+        elif options.regrade or student in regrade:
             todo.append((path, student, "regrade"))
         elif record is None:
             todo.append((path, student, "new"))
@@ -143,6 +148,14 @@ def _todo(book: Gradebook, students: dict[Path, str], options: ClassOptions) -> 
             todo.append((path, student, "changed"))
         else:
             unchanged.append(path)
+    for student in sorted(regrade - set(students.values())):
+        record = current.get(student)
+        copy = kept_copy(out, record.sha256) if out is not None and record is not None else None
+        if copy is not None:
+            assert record is not None
+            _say(quiet, f"--regrade-student {student}: no file of theirs given; regrading their current "
+                        f"submission {record.file} (graded {record.graded_at})")
+            todo.append((copy, student, "regrade"))
     return todo, unchanged
 
 
@@ -229,15 +242,21 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
         elif stored != config.seed:
             _say(quiet, "--seed differs from the gradebook's seed: this run's hidden cases differ from earlier runs'")
         roster = options.roster or stored_roster(out)
-        students, problems = _students(paths, roster)
+        how: dict[Path, str] = {}
+        students, problems = _students(paths, roster, how)
         graded_before = book.current()
         for problem in problems:  # a student missing from this run but graded before is not missing
             if problem.kind != "missing" or problem.student not in graded_before:
                 _say(quiet, f"roster: {problem.kind}: {problem.student or problem.file}: {problem.detail}")
-        for student in set(options.regrade_students) - set(students.values()):
+        for student in set(options.regrade_students) - set(students.values()) - set(graded_before):
             _say(quiet, f"--regrade-student {student}: no submission of theirs among the files given")
-        todo, unchanged = _todo(book, students, options)
-        names = _report_names(book, [(p, s) for p, s, _ in todo])
+        todo, unchanged = _todo(book, students, options, out, quiet)
+        files = {p: _file_of(book, p, s) for p, s, _ in todo}
+        for path, student, _ in todo:
+            if path in how:
+                _say(quiet, f"roster: {files[path]} -> {student}: {how[path]}")
+        names = _report_names(book, [(p, s) for p, s, _ in todo], files)
+        current_before = book.current()
         courses: dict[Path, CourseCopy] = {}
         graded: dict[Path, SubmissionReport] = {}
         # Threads, not processes: the work is waiting for sandboxes (each its own processes), and the threads
@@ -248,44 +267,22 @@ def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1,
                 report = future.result()
                 write_json(report, out / f"{names[path]}.json")
                 write_markdown(report, out / f"{names[path]}.md")
-                book.add_submission(student, display_name(path.name), report, names[path], why, _mtime(path))
+                kept = files[path] != display_name(path.name)  # a regrade of the kept copy: the file's own time
+                mtime = current_before[student].mtime if kept and student in current_before else _mtime(path)
+                book.add_submission(student, files[path], report, names[path], why, mtime)
+                keep_copy(out, path, report.sha256)
                 graded[path] = report
-                _say(quiet, f"{display_name(path)!r} ({student}, {why}): {report.total:g}/{report.max_total:g} "
+                _say(quiet, f"{files[path]!r} ({student}, {why}): {report.total:g}/{report.max_total:g} "
                             f"({report.elapsed_s:.1f} s) -> {out / names[path]}.md")
                 if report.status == "wrong-notebook":
                     _say(quiet, f"  wrong notebook: {display_name(path.name)}: {report.message}")
         if unchanged:
             _say(quiet, f"unchanged since graded (same SHA-256), not regraded: {len(unchanged)}")
-        export(book, out, options, problems)
+        export(book, out, options, problems, quiet=quiet)
         current = book.current()
-        return [graded[p] if p in graded else report_from_dict(book.report(current[students[p]].id))
-                for p in paths]
-
-
-def stored_roster(out: Path) -> Roster | None:
-    """The roster kept in ``out`` by an earlier ``--roster`` (so that every run maps files the same way)."""
-    return read_roster(out / ROSTER_COPY) if (out / ROSTER_COPY).is_file() else None
-
-
-def export(book: Gradebook, out: Path, options: ClassOptions, problems: list[RosterProblem] | None = None
-           ) -> None:
-    """Record the run's scoring rule and times, then rewrite every export and feedback file from ``book``."""
-    settings = {**(book.rule() or {}), **(options.rule.to_dict() if options.rule is not None else {})}
-    for key in ("feedback_details", "feedback_html", "assignment"):
-        if getattr(options, key) not in (None, ""):
-            settings[key] = getattr(options, key)
-    book.add_rule(settings)
-    if options.times:
-        book.add_times(options.times, "supplied")
-    rule = ScoringRule.from_dict(settings)
-    roster = options.roster or stored_roster(out)
-    with _export_lock(out):
-        current = book.current()
-        assignment = settings.get("assignment") or (book.assignment() or ("",))[0] or \
-            next((r.notebook for r in current.values() if r.notebook), "assignment")
-        write_exports(book, out, roster, rule, assignment, problems)
-        write_feedback(class_table(book, roster, rule), out / "feedback", rule,
-                       bool(settings.get("feedback_details")), bool(settings.get("feedback_html")))
+        by_student = {s: graded[p] for p, s, _ in todo}  # a regraded kept copy answers for its student
+        return [graded[p] if p in graded else by_student[students[p]] if students[p] in by_student
+                else report_from_dict(book.report(current[students[p]].id)) for p in paths]
 
 
 # --- the command line -----------------------------------------------------------------------------------
@@ -312,6 +309,19 @@ def _scoring_arguments(parser: argparse.ArgumentParser) -> None:
                             "kept for later runs")
     group.add_argument("--feedback-html", action=argparse.BooleanOptionalAction, default=None,
                        help="also write feedback/<student>.html; kept for later runs")
+    group.add_argument("--points-possible", type=float, default=None,
+                       help="the LMS assignment's points possible: canvas.csv is refused when the course's maximum "
+                            "differs; kept for later runs")
+    group.add_argument("--moodle-map", choices=sorted(MOODLE_FIELDS), default=None,
+                       help="the field Moodle maps users by (default: email, else username, else idnumber: the "
+                            "first every roster student has); kept")
+    group.add_argument("--moodle-missing", choices=["omit", "blank"], default=None,
+                       help="a roster student without a grade: left out of moodle.csv (omit, the default) or an "
+                            "empty cell, which is 'no grade' to Moodle and clears a grade entered by hand; kept")
+    group.add_argument("--moodle-feedback", action=argparse.BooleanOptionalAction, default=None,
+                       help="add a feedback column to moodle.csv; kept")
+    group.add_argument("--extensions", type=Path, default=None,
+                       help="CSV with columns student and due (ISO 8601): a student's own deadline; kept, merged")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -372,9 +382,7 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser, book: Gr
     roster = None
     try:
         if args.roster is not None:
-            roster = read_roster(args.roster)
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / ROSTER_COPY).write_bytes(args.roster.read_bytes())
+            roster = _changed_roster(read_roster(args.roster), args, parser, book)
         else:
             roster = stored_roster(args.out)
     except (RosterError, OSError) as err:
@@ -396,10 +404,58 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser, book: Gr
         rule = ScoringRule(**{**rule.to_dict(), **changes})
     except ValueError as err:
         parser.error(str(err))
-    return ClassOptions(roster=roster, regrade=getattr(args, "regrade", False),
+    lms = {k: v for k, v in (("points_possible", args.points_possible), ("moodle_map", args.moodle_map),
+                             ("moodle_missing", args.moodle_missing), ("moodle_feedback", args.moodle_feedback))
+           if v is not None}
+    extensions: dict[str, str] = {}
+    if args.extensions is not None:
+        try:
+            extensions = read_extensions(args.extensions)
+        except (OSError, ValueError) as err:
+            parser.error(f"--extensions: {err}")
+    return ClassOptions(roster=roster, regrade=getattr(args, "regrade", False), lms=lms, extensions=extensions,
                         regrade_students=tuple(getattr(args, "regrade_student", [])), rule=rule, times=times,
                         assignment=args.assignment, feedback_details=args.feedback_details,
                         feedback_html=args.feedback_html)
+
+
+def _changed_roster(new: Roster, args: argparse.Namespace, parser: argparse.ArgumentParser,
+                    book: Gradebook | None) -> Roster:
+    """The roster given, keyed as the gradebook's students already are, and kept in ``--out``: a student graded
+    under the previous roster keeps their id (matched by a stable identifier: email, login, Canvas id, SIS id);
+    a graded student the new roster cannot map refuses the roster, with the list, rather than blanking them."""
+    old = stored_roster(args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if old is not None and book is not None:
+        graded = list(dict.fromkeys([*book.current(), *(k for k, _ in book.overrides()),
+                                     *(k for k, _ in book.manual())]))
+        keyed, kept, unmapped = rekey(old, new, graded)
+        if unmapped:
+            parser.error(f"--roster {args.roster}: {len(unmapped)} graded student(s) of the previous roster cannot "
+                         "be mapped to one student of the new one (their grades would no longer be exported):\n  "
+                         + "\n  ".join(unmapped) + "\nAdd an identifier they share (email, login, canvas_id, "
+                         "sis_user_id) to the new roster; nothing was changed")
+        for line in kept:
+            _say(getattr(args, "quiet", False), f"roster change: {line}")
+        write_roster(keyed, args.out / ROSTER_COPY)
+        return keyed
+    (args.out / ROSTER_COPY).write_bytes(args.roster.read_bytes())
+    return new
+
+
+def read_extensions(path: Path) -> dict[str, str]:
+    """Per-student deadlines: a CSV with columns ``student`` and ``due`` (ISO 8601, UTC when no zone)."""
+    due = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or not {"student", "due"} <= set(reader.fieldnames):
+            raise ValueError(f"{path}: expected columns student and due, got {reader.fieldnames}")
+        for row in reader:
+            who, when = (row.get("student") or "").strip(), (row.get("due") or "").strip()
+            if who and when:
+                parse_time(when)
+                due[who] = when
+    return due
 
 
 def _book(out: Path, parser: argparse.ArgumentParser, must_exist: bool = False) -> Gradebook | None:
@@ -431,11 +487,18 @@ def _override(argv: list[str]) -> int:
     book = _book(args.out, parser, must_exist=True)
     assert book is not None
     with book:
-        record = book.current().get(args.student)
-        if record is None:
-            parser.error(f"student {args.student!r}: not in the gradebook (students: "
-                         f"{', '.join(list(book.current())[:20])})")
-        exercises = {g.exercise: g.max for g in book.grades(record.id)}
+        current = book.current()
+        record = current.get(args.student)
+        roster = stored_roster(args.out)
+        if record is None and (roster is None or args.student not in roster.by_id):
+            parser.error(f"student {args.student!r}: not in the gradebook nor on the roster (students: "
+                         f"{', '.join(list(current)[:20])})")
+        latest = record or max(current.values(), key=lambda r: r.id, default=None)  # no file: the assignment's
+        if latest is None:
+            parser.error("the gradebook has no graded submission yet: its exercises are not known")
+        assert latest is not None
+        exercises = {g.exercise: g.max for g in book.grades(latest.id)}
+        exercises.update({q: m.max for (who, q), m in book.manual().items() if who == args.student})
         if args.exercise not in exercises:
             parser.error(f"exercise {args.exercise!r}: expected one of {list(exercises)}")
         if args.points is not None and not 0 <= args.points <= exercises[args.exercise]:
@@ -444,7 +507,7 @@ def _override(argv: list[str]) -> int:
             book.add_override(args.student, args.exercise, args.points, args.reason)
         except GradebookError as err:
             parser.error(str(err))
-        export(book, args.out, ClassOptions())
+        export(book, args.out, ClassOptions(), quiet=args.quiet)
     _say(args.quiet, f"override recorded: {args.student} {args.exercise} -> "
                      f"{'cleared' if args.clear else f'{args.points:g}'} ({args.reason}); exports rewritten")
     return 0
@@ -462,7 +525,7 @@ def _export(argv: list[str]) -> int:
     assert book is not None
     with book:
         options = _options(args, parser, book)
-        export(book, args.out, options)
+        export(book, args.out, options, quiet=args.quiet)
         _say(args.quiet, f"exports rewritten in {args.out}/ ({options.rule.describe() if options.rule else ''})")
     return 0
 
@@ -484,6 +547,10 @@ def _history(argv: list[str]) -> int:
             if args.student in (None, row[1]):
                 points = "cleared" if row[3] is None else f"{row[3]:g}"
                 print(f"override {row[5]} {row[1]} {row[2]}: {points} ({row[4]})")
+        for row in book.rows("manual"):
+            if args.student in (None, row[1]):
+                points = "withdrawn" if row[3] is None else f"{row[3]:g}/{row[4]:g}"
+                print(f"graded by hand {row[6]} {row[1]} {row[2]}: {points} ({row[5]})")
     return 0
 
 
@@ -496,6 +563,10 @@ def main(argv: list[str] | None = None) -> int:
         return _export(argv[1:])
     if argv[:1] == ["history"]:
         return _history(argv[1:])
+    from .commands import COMMANDS  # the class-records subcommands (imported when a command line is read)
+
+    if argv[:1] and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     paths: list[Path] = []

@@ -13,6 +13,8 @@ rewrite an earlier one. What counts is the latest record:
 - ``times``: submission times supplied by the instructor (the latest per student applies);
 - ``rules``: the scoring rule (partial credit, deadline, late penalty; :mod:`course_lib.grading.judging.scoring`)
   and the feedback settings, in force until the next record;
+- ``manual``: the points and comment of a question graded by hand (a rubric line), per student; the latest
+  per student and question applies (``points`` NULL withdraws it);
 - ``finals``: every export's final points per student and exercise, as they were exported;
 - ``meta``: the gradebook's seed of the hidden cases (drawn once, so that every run grades every student on
   the same hidden cases), its assignment (the one notebook its submissions are graded against: its id and
@@ -33,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -44,11 +47,40 @@ from typing import Any
 
 from .report_types import SubmissionReport
 
-__all__ = ["Gradebook", "GradebookError", "SubmissionRecord", "GradeRecord", "Override", "GRADEBOOK_NAME"]
+__all__ = ["Gradebook", "GradebookError", "SubmissionRecord", "GradeRecord", "Override", "ManualGrade",
+           "GRADEBOOK_NAME", "KEPT", "keep_copy", "kept_copy"]
 
 #: The gradebook's file name inside ``--out``.
 GRADEBOOK_NAME = "gradebook.sqlite"
 SCHEMA_VERSION = "1"
+#: The folder of ``--out`` that keeps a copy of every graded submission, named by its SHA-256, so that a regrade
+#: grades a student's current submission whatever files the instructor has at hand.
+KEPT = "submissions"
+
+
+def keep_copy(out: Path, path: Path, sha256: str) -> Path | None:
+    """Keep a copy of the graded file ``path`` (whose SHA-256 is ``sha256``) in ``out/submissions/``."""
+    if not sha256:
+        return None
+    target = Path(out) / KEPT / f"{sha256}.ipynb"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            return None
+        if hashlib.sha256(data).hexdigest() != sha256:  # the file changed since it was graded
+            return None
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+    return target
+
+
+def kept_copy(out: Path, sha256: str) -> Path | None:
+    """The kept copy of the graded submission whose SHA-256 is ``sha256`` (None: not kept)."""
+    path = Path(out) / KEPT / f"{sha256}.ipynb"
+    return path if sha256 and path.is_file() else None
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -70,12 +102,15 @@ CREATE TABLE IF NOT EXISTS times (
     id INTEGER PRIMARY KEY AUTOINCREMENT, student TEXT NOT NULL, submitted_at TEXT NOT NULL,
     source TEXT NOT NULL, recorded_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rules (id INTEGER PRIMARY KEY AUTOINCREMENT, rule TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS manual (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, student TEXT NOT NULL, question TEXT NOT NULL, points REAL,
+    max REAL NOT NULL, comment TEXT NOT NULL, created_at TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS finals (
     export_id INTEGER NOT NULL, exported_at TEXT NOT NULL, student TEXT NOT NULL, exercise TEXT NOT NULL,
     submission_id INTEGER, points REAL NOT NULL, why TEXT NOT NULL);
 """
 
-_APPEND_ONLY = ("submissions", "grades", "overrides", "times", "rules", "finals")
+_APPEND_ONLY = ("submissions", "grades", "overrides", "times", "rules", "finals", "manual")
 
 
 def _now() -> str:
@@ -132,6 +167,19 @@ class Override:
     exercise: str
     points: float | None
     reason: str
+    created_at: str
+
+
+@dataclass(frozen=True)
+class ManualGrade:
+    """A question graded by hand: the instructor's points out of ``max`` and a comment for the student."""
+
+    id: int
+    student: str
+    question: str
+    points: float | None
+    max: float
+    comment: str
     created_at: str
 
 
@@ -295,6 +343,24 @@ class Gradebook:
         for row in self._db.execute("SELECT * FROM overrides ORDER BY id"):
             latest[row["student"], row["exercise"]] = Override(**{k: row[k] for k in Override.__dataclass_fields__})
         return {key: o for key, o in latest.items() if o.points is not None}
+
+    def add_manual(self, student: str, question: str, points: float | None, maximum: float, comment: str) -> None:
+        """Record the points (None: withdraw) and comment of a question graded by hand, for one student."""
+        if maximum <= 0:
+            raise GradebookError(f"max: expected a number > 0, got {maximum}")
+        if points is not None and not 0 <= points <= maximum:
+            raise GradebookError(f"points: expected 0 to {maximum:g}, got {points:g}")
+        with self._write() as db:
+            db.execute("INSERT INTO manual (student, question, points, max, comment, created_at) "
+                       "VALUES (?, ?, ?, ?, ?, ?)", (student, question, points, maximum, comment.strip(), _now()))
+
+    def manual(self) -> dict[tuple[str, str], ManualGrade]:
+        """The hand-graded points in force per ``(student, question)`` (withdrawn ones left out)."""
+        latest: dict[tuple[str, str], ManualGrade] = {}
+        for row in self._db.execute("SELECT * FROM manual ORDER BY id"):
+            latest[row["student"], row["question"]] = ManualGrade(
+                **{k: row[k] for k in ManualGrade.__dataclass_fields__})
+        return {key: m for key, m in latest.items() if m.points is not None}
 
     def add_times(self, times: dict[str, str], source: str) -> None:
         """Record submission times (ISO 8601, UTC) supplied by the instructor, by student."""
