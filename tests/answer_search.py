@@ -46,6 +46,8 @@ import course_lib
 SECONDS = 0.5
 #: A callable that overruns this many times is not called again (the report lists it).
 MAX_TIMEOUTS = 2
+#: Where each exercise's child writes the callable it is about to try (to name one that ends the process).
+TRACE: Any = None
 #: The search's address space (torch maps about 1 GB of libraries).
 MEMORY_GB = 4
 #: Modules never called: the grader's runner in the sandbox's copy, command-line entry points.
@@ -335,6 +337,9 @@ def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -
         if needed == 0:
             continue
         for key, obj, kind in found:
+            if TRACE:
+                TRACE.write(f"{ex['name']} {key}\n")
+                TRACE.flush()
             began = time.perf_counter()
             matched: dict[str, list[tuple[Any, tuple[Any, ...], dict[str, Any]]]] = {}
             searched = 0
@@ -370,20 +375,68 @@ def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -
     return report
 
 
+def _isolated(exercise: dict[str, Any], found: list[tuple[str, Any, str]], folder: str) -> dict[str, Any]:
+    """Search one exercise in a forked child (a callable that ends the process, a state it leaves behind, do not
+    reach the next exercise); a callable that ended the child is reported (``ended``) and left out of a retry."""
+    ended: list[str] = []
+    attempt = 0
+    for attempt in range(4):  # noqa: B007 - reported below
+        part, trace = os.path.join(folder, "part.json"), os.path.join(folder, "trace.txt")
+        for name in (part, trace):
+            if os.path.exists(name):
+                os.remove(name)
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                global TRACE
+                TRACE = open(trace, "w")  # noqa: SIM115 - closed by the child's exit
+                report = search([exercise], [c for c in found if c[0] not in ended])
+                with open(part, "w", encoding="utf-8") as f:
+                    json.dump(report, f)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.path.exists(part):
+            with open(part, encoding="utf-8") as f:
+                report = json.load(f)
+            report["ended"] = ended
+            return report
+        lines = open(trace, encoding="utf-8").read().splitlines() if os.path.exists(trace) else []
+        culprit = lines[-1].split(" ", 1)[1] if lines else ""
+        if not culprit or culprit in ended:
+            break
+        ended.append(culprit)
+    return {"calls": 0, "hits": [], "overran": [], "slowest": [], "ended": ended,
+            "error": f"the search of {exercise['name']} ended its process {attempt + 1} time(s)"}
+
+
 def main(path: str, out: str) -> None:
     import resource
+    import tempfile
     import traceback
 
     start = time.perf_counter()
     limit_bytes = MEMORY_GB << 30  # a call that allocates without bound raises MemoryError, not the OOM killer
     resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    torch.set_num_threads(1)  # forked children: no thread pool to inherit
     exercises = torch.load(path, weights_only=False)
     found_modules, failed = modules()
     found = callables(found_modules)
+    report: dict[str, Any] = {"callables": len(found), "exercises": len(exercises), "calls": 0, "hits": [],
+                              "overran": [], "ended": [], "errors": []}
     try:
-        report = search(exercises, found)
+        with tempfile.TemporaryDirectory(prefix="answer-search-") as folder:
+            for exercise in exercises:
+                part = _isolated(exercise, found, folder)
+                report["calls"] += part["calls"]
+                report["hits"] += part["hits"]
+                report["overran"] = sorted(set(report["overran"]) | set(part["overran"]))
+                report["ended"] += [f"{exercise['name']}: {key}" for key in part["ended"]]
+                report["errors"] += [part["error"]] if "error" in part else []
     except BaseException:  # noqa: BLE001 - written where the test reads it (a callable may have moved stderr)
-        report = {"error": traceback.format_exc()}
+        report["errors"].append(traceback.format_exc())
     report["import_failures"] = failed
     report["library"] = os.path.dirname(os.path.dirname(course_lib.__file__))
     report["seconds"] = round(time.perf_counter() - start, 1)
