@@ -20,7 +20,8 @@ cases (one when the exercise has a single non-trivial case) is a hit, unless it 
 arguments given back; a trivial expected output (constant, or equal to an input) is never compared. A hit
 whose call the exercise's grader refuses (a watched function or an operator of its
 ``forbidden_calls``/``forbidden_ops`` ran, recorded by :func:`course_lib.exercises.tracing.tracing` as the
-grader records it) is reported as ``refused``; any other is a violation. Writes a JSON report.
+grader records it), or whose call its access check refuses (``online_softmax``: a row read whole), is reported
+as ``refused``; any other is a violation. Writes a JSON report.
 """
 
 from __future__ import annotations
@@ -314,7 +315,26 @@ def refused(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ex: dict[str
             call(fn, args, kwargs, ex["seed"])
     except BaseException:  # noqa: BLE001
         return False
-    return bool(trace.calls) or bool(matching_ops(trace.ops, tuple(ex["forbidden_ops"])))
+    if trace.calls or matching_ops(trace.ops, tuple(ex["forbidden_ops"])):
+        return True
+    return bool(ex.get("access")) and _access_refuses(fn, args, kwargs, ex["access"])
+
+
+def _access_refuses(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> bool:
+    """Whether the exercise's access check (``online_softmax``: how a row is read) refuses this call, as the
+    grader's sandbox runs it: a problem found, or an error (the exercise's signature not taken)."""
+    from course_lib.exercises.core import Case
+    from course_lib.exercises.passes import resolve_access_check
+
+    check = resolve_access_check(name)
+    if check is None:
+        return False
+    try:
+        with limit(SECONDS * 4), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return bool(check(fn, Case("hit", args=clone(args), kwargs=clone(kwargs))))
+    except BaseException:  # noqa: BLE001 - the grader's sandbox would report the error: no points
+        return True
 
 
 def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -> dict[str, Any]:

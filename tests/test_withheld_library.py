@@ -28,6 +28,7 @@ import torch
 from course_lib.edition.build import build_edition, course_exercises, withheld_for
 from course_lib.edition.record import as_tensors
 from course_lib.exercises import run_case
+from course_lib.exercises.passes import access_check_name
 from course_lib.grading.sandbox.libcopy import build_library
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +57,8 @@ def cases_file(exercises: list[Any], path: Path) -> Path:
             expected.append(as_tensors(run_case(ex.reference, case, grad=ex.grad, seed=ex.seed)))
         data.append({"name": ex.name, "notebook": ex.notebook, "is_class": ex.is_class, "seed": ex.seed,
                      "atol": float(ex.atol), "forbidden_calls": list(ex.forbidden_calls),
-                     "forbidden_ops": list(ex.forbidden_ops), "cases": entries, "expected": expected})
+                     "forbidden_ops": list(ex.forbidden_ops), "access": access_check_name(ex.access_check),
+                     "cases": entries, "expected": expected})
     torch.save(data, path)
     return path
 
@@ -124,20 +126,22 @@ def test_the_sandbox_holds_the_library_the_weeks_class_edition_ships(week_librar
 
 
 @pytest.mark.slow
-def test_the_search_finds_the_answers_the_library_used_to_hold(week_library: Any, tmp_path: Path) -> None:
-    """The search can fail: the modules as they were before this library was searched, put back into week 04's
-    copy, answer notebook 04's padding mask (BERT's method, the key-padding conversion) and causal mask (the
-    sliding-window mask, the cache's mask), and notebook 13's online softmax answers notebook 00 in the course
-    library."""
+def test_the_search_finds_answers_planted_in_a_weeks_library(week_library: Any, tmp_path: Path) -> None:
+    """The search can fail: the course's own ``masking`` and ``flash_attention`` modules put back into week 04's
+    library answer notebook 04's masks through the routes a red team used (the key-padding conversion on
+    ``tokens == pad_id``, the sliding-window mask on positions, the cache's and BERT's methods) and notebook
+    13's online softmax."""
     planted = tmp_path / "planted"
     shutil.copytree(week_library(4), planted)
-    for name in ("models/bert.py", "models/masking.py", "models/gqa.py", "models/kv_cache.py"):
-        shutil.copyfile(ROOT / "tests" / "grading_fixtures" / "before_issue_45" / Path(name).name,
-                        planted / "course_lib" / name)
-    exercises = [e for e in course_exercises() if e.notebook.startswith("04")]
-    found = {(h["callable"], h["exercise"]) for h in run_search(planted, cases_file(exercises, tmp_path / "c.pt"))[
-        "hits"] if not h["refused"]}
-    assert {("course_lib.models.bert.BERT.padding_mask", "padding_mask"),
+    for name in ("models/masking.py", "models/flash_attention.py"):
+        shutil.copyfile(ROOT / "course_lib" / name, planted / "course_lib" / name)
+    exercises = [e for e in course_exercises() if e.notebook[:2] in ("04", "13")]
+    report = run_search(planted, cases_file(exercises, tmp_path / "c.pt"))
+    found = {(h["callable"], h["exercise"]) for h in report["hits"] if not h["refused"]}
+    assert {("course_lib.models.masking.padding_mask", "padding_mask"),
             ("course_lib.models.masking.from_key_padding_mask", "padding_mask"),
-            ("course_lib.models.gqa.sliding_window_mask", "causal_mask"),
-            ("course_lib.models.kv_cache.KVCache.causal_mask", "causal_mask")} <= found, found
+            ("course_lib.models.bert.BERT.padding_mask", "padding_mask"),
+            ("course_lib.models.masking.causal_mask", "causal_mask"),
+            ("course_lib.models.masking.sliding_window_mask", "causal_mask"),
+            ("course_lib.models.kv_cache.KVCache.causal_mask", "causal_mask"),
+            ("course_lib.models.flash_attention.online_softmax", "online_softmax")} <= found, sorted(found)
