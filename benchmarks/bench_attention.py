@@ -13,6 +13,7 @@ machine run it under ``flock /tmp/bench.lock`` so that timing runs do not overla
 
     flock /tmp/bench.lock python benchmarks/bench_attention.py
     python benchmarks/bench_attention.py --quick        # a smoke run: short lengths, 2 repeats, no file
+    python benchmarks/bench_attention.py --masked       # a causal (1, 1, n, n) mask, as the course's models pass
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from run_all import cpu_busy_share, cpu_model, load_note  # noqa: E402  (benchmarks/ is not a package)
 
 PATHS: dict[str, Callable[..., torch.Tensor]] = {
-    "explicit": lambda q, k, v: scaled_dot_product_attention(q, k, v)[0],
-    "fused": lambda q, k, v: fused_attention(q, k, v),
-    "torch": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+    "explicit": lambda q, k, v, mask: scaled_dot_product_attention(q, k, v, mask)[0],
+    "fused": lambda q, k, v, mask: fused_attention(q, k, v, mask),
+    "torch": lambda q, k, v, mask: F.scaled_dot_product_attention(q, k, v, mask),
 }
 
 
@@ -61,13 +62,16 @@ def peak_memory_mib(run: Callable[[], object]) -> float:
     return peak / 2**20
 
 
-def _inputs(batch: int, heads: int, n: int, d_k: int, grad: bool) -> tuple[torch.Tensor, ...]:
+def _inputs(batch: int, heads: int, n: int, d_k: int, grad: bool, masked: bool = False) -> tuple:
+    """Query, key, value ``(batch, heads, n, d_k)`` and the mask: None, or causal ``(1, 1, n, n)`` (``masked``)."""
     gen = torch.Generator().manual_seed(n)
-    return tuple(torch.randn(batch, heads, n, d_k, generator=gen).requires_grad_(grad) for _ in range(3))
+    q, k, v = (torch.randn(batch, heads, n, d_k, generator=gen).requires_grad_(grad) for _ in range(3))
+    return q, k, v, torch.ones(n, n, dtype=torch.bool).tril()[None, None] if masked else None
 
 
-def _call(path: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, backward: bool) -> None:
-    out = PATHS[path](q, k, v)
+def _call(path: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+          backward: bool) -> None:
+    out = PATHS[path](q, k, v, mask)
     if backward:
         out.sum().backward()
         for t in (q, k, v):
@@ -91,30 +95,30 @@ def time_ms(n: int, backward: bool, args: argparse.Namespace) -> dict[str, float
     the caches and the allocator cold (2-6 % slower at n = 256-512 in CPU time, measured beside other work).
     One warm-up sample each first.
     """
-    q, k, v = _inputs(args.batch, args.heads, n, args.d_k, grad=backward)
+    q, k, v, mask = _inputs(args.batch, args.heads, n, args.d_k, backward, args.masked)
     times: dict[str, list[float]] = {path: [] for path in PATHS}
     repeats = args.repeats if n <= 1024 else max(3, args.repeats // 2)
     calls = calls_per_sample(n)
     order = list(PATHS)
     with torch.enable_grad() if backward else torch.no_grad():
         for path in order:
-            _call(path, q, k, v, backward)  # warm-up
+            _call(path, q, k, v, mask, backward)  # warm-up
         for repeat in range(repeats):
             shift = repeat % len(order)
             for path in order[shift:] + order[:shift]:
-                _call(path, q, k, v, backward)  # untimed: whatever the previous path left is not charged here
+                _call(path, q, k, v, mask, backward)  # untimed: what the previous path left is not charged here
                 start = time.perf_counter()
                 for _ in range(calls):
-                    _call(path, q, k, v, backward)
+                    _call(path, q, k, v, mask, backward)
                 times[path].append((time.perf_counter() - start) * 1e3 / calls)
     return {path: statistics.median(values) for path, values in times.items()}
 
 
 def memory_mib(path: str, n: int, backward: bool, args: argparse.Namespace) -> float:
-    q, k, v = _inputs(args.batch, args.heads, n, args.d_k, grad=backward)
+    q, k, v, mask = _inputs(args.batch, args.heads, n, args.d_k, backward, args.masked)
     ctx = torch.enable_grad() if backward else torch.no_grad()
     with ctx:
-        return peak_memory_mib(lambda: _call(path, q, k, v, backward))
+        return peak_memory_mib(lambda: _call(path, q, k, v, mask, backward))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="torch threads (default: PyTorch's choice); 1 is steadier on a crowded machine")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "attention.md")
     parser.add_argument("--quick", action="store_true", help="lengths 64 and 128, 2 repeats, print only")
+    parser.add_argument("--masked", action="store_true",
+                        help="pass a causal (1, 1, n, n) boolean mask to every path, as the course's models do")
     args = parser.parse_args(argv)
     if args.quick:
         args.lengths, args.repeats, args.out = [64, 128], 2, None
@@ -169,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| machine | {cpu_model()}, {os.cpu_count()} logical CPUs, torch threads {torch.get_num_threads()} |",
         f"| software | Python {platform.python_version()}, torch {torch.__version__}, {platform.system()} "
         f"{platform.release()} |",
-        f"| configuration | float32, batch {args.batch}, heads {args.heads}, d_k = d_v = {args.d_k}, no mask, "
+        f"| configuration | float32, batch {args.batch}, heads {args.heads}, d_k = d_v = {args.d_k}, "
+        f"{'a causal (1, 1, n, n) mask' if args.masked else 'no mask'}, "
         "self-attention (seq_q = seq_k = n) |",
         "| explicit | `course_lib.models.attention.scaled_dot_product_attention` (scores and weights written out) |",
         "| fused | `course_lib.models.attention.fused_attention` (input checks, `F.scaled_dot_product_attention`, then "
@@ -202,9 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"- fused / torch time ratio: median {statistics.median(ratios):.3f}x, largest {max(ratios):.3f}x over all "
         f"lengths and both modes (target: within 1.05x at every length). The course's fused path adds shape "
-        "checks on Python ints to PyTorch's kernel (a couple of microseconds), and a finiteness test (a sum of the "
-        "output, and of the query below 16 keys) only with a mask or fewer than 16 keys, where the kernel alone "
-        "could answer differently from the formula; none of it runs in this table's configuration.",
+        "checks on Python ints to PyTorch's kernel (a couple of microseconds; one lookup for shapes it has seen), "
+        "and a finiteness test (a sum of the output, and of the query below 16 keys) only with a mask or fewer "
+        "than 16 keys, where the kernel alone could answer differently from the formula; "
+        + ("with this table's mask the sum of the output runs on every call." if args.masked else
+           "none of it runs in this table's configuration."),
     ]
     if big:
         last = big[-1]

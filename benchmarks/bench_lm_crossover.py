@@ -1,7 +1,8 @@
 """Where the GPT overtakes the n-gram: validation perplexity as the training text and the time budget grow.
 
-Notebook 10's GPT (``bench_lm.CONFIG``, ``bench_lm.TRAIN``) against the best interpolated Kneser-Ney order
-(1 to 5) on two training texts, both offline and split by document without copies
+Notebook 10's GPT (``bench_lm.CONFIG``, ``bench_lm.TRAIN``) against interpolated Kneser-Ney whose order (1 to 7)
+and discount are chosen on held-out text (a development split of the training documents, every ``--dev-every``-th
+one, never the validation text), on two training texts, both offline and split by document without copies
 (:func:`course_lib.data.python_docs.split_documents` drops every validation paragraph seen in training):
 
 - ``manual``: Python's reference manual (:func:`course_lib.data.python_docs.python_docs_corpus`, ~0.47 M
@@ -13,7 +14,9 @@ Notebook 10's GPT (``bench_lm.CONFIG``, ``bench_lm.TRAIN``) against the best int
 For each text and seed, one run of a fixed number of steps (``--steps``: 1400 on the manual, 7000 on the
 larger text) with ``train_lm``, notebook 10's trainer (warm-up, then a cosine to 10 % at the last step); the
 validation perplexity is measured ``--evaluations`` times along the run. Every model, n-gram and GPT, scores
-the same validation tokens: the first ``--valid-windows`` windows of 128 tokens. Each text gets its own
+the same validation tokens: the whole validation text (``--valid-windows 0``, the default), or that many windows
+of 128 tokens spread evenly over it (not its first ones: the validation documents are in order, and the first
+fifth of the larger text's is mostly one file). Each text gets its own
 byte-level BPE of 1024 tokens, trained on its training documents. A point before the last step lies along a
 longer run whose rate has not decayed yet: a run planned for that shorter budget would end somewhat lower.
 
@@ -61,7 +64,7 @@ from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  #
 
 from course_lib.data.python_docs import ByteBPE, TextCorpus, encode_documents, python_docs_corpus, split_documents  # noqa: E402
 from course_lib.models.gpt import GPT  # noqa: E402
-from course_lib.models.ngram import KneserNeyLM  # noqa: E402
+from course_lib.models.ngram import KneserNeyLM, tune_kneser_ney  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
 from course_lib.training.language_model import evaluate_perplexity, train_lm  # noqa: E402
 
@@ -127,21 +130,51 @@ def step_rate(vocab_size: int, train_stream: torch.Tensor, seconds: float) -> fl
     return history.steps / history.seconds
 
 
+def spread_windows(stream: torch.Tensor, windows: int, length: int) -> torch.Tensor:
+    """``windows`` windows of ``length`` tokens spread evenly over ``stream``, joined (with one more token so
+    that the last window has its target); the whole stream when ``windows`` is 0 or covers it."""
+    available = (stream.numel() - 1) // length
+    if windows <= 0 or windows >= available:
+        return stream
+    starts = torch.linspace(0, (available - 1) * length, windows).long()  # (windows,): evenly spaced
+    pieces = [stream[start:start + length] for start in starts.tolist()]
+    return torch.cat([*pieces, stream[int(starts[-1]) + length:][:1]])  # (windows * length + 1,)
+
+
 def prepared(corpus: TextCorpus, valid_windows: int) -> tuple[ByteBPE, torch.Tensor, torch.Tensor]:
     """A text's BPE, its training stream and the validation tokens every model scores."""
     bpe = ByteBPE.train(corpus.train, vocab_size=VOCAB_SIZE)
     train_stream, valid_stream = encode_documents(bpe, corpus.train), encode_documents(bpe, corpus.valid)
-    windows = min(valid_windows, (valid_stream.numel() - 1) // SEQ_LEN)
-    return bpe, train_stream, valid_stream[: windows * SEQ_LEN + 1]  # (windows * seq_len + 1,)
+    return bpe, train_stream, spread_windows(valid_stream, valid_windows, SEQ_LEN)
+
+
+def tuned_ngram(bpe: ByteBPE, corpus: TextCorpus, args: argparse.Namespace) -> dict:
+    """Kneser-Ney's order and discount chosen on a development split of the TRAINING documents (every
+    ``dev_every``-th held out, the others counted; at most ``dev_windows`` windows of the held-out text scored),
+    never on the validation text the benchmark reports: per order its best discount, and the best order."""
+    held_out = [doc for i, doc in enumerate(corpus.train) if i % args.dev_every == args.dev_every - 1]
+    fit = [doc for i, doc in enumerate(corpus.train) if i % args.dev_every != args.dev_every - 1]
+    dev = spread_windows(encode_documents(bpe, held_out), args.dev_windows, SEQ_LEN)
+    tuning = tune_kneser_ney(encode_documents(bpe, fit), dev, bpe.vocab_size, tuple(args.orders),
+                             tuple(args.discounts))
+    discounts = {order: min(row, key=row.get) for order, row in tuning.dev_perplexity.items()}
+    return {"order": tuning.order, "discount": tuning.discount, "discounts": discounts,
+            "dev_tokens": int(dev.numel() - 1), "dev_documents": len(held_out),
+            "dev_perplexity": {str(o): {str(d): p for d, p in row.items()} for o, row in tuning.dev_perplexity.items()}}
 
 
 def measure_text(name: str, corpus: TextCorpus, args: argparse.Namespace, steps: int, evaluations: int) -> dict:
     """Tokenise one text, score every n-gram order, and train the GPT once per seed."""
     bpe, train_stream, scored = prepared(corpus, args.valid_windows)
+    tuning = tuned_ngram(bpe, corpus, args)
+    print(f"{name}: Kneser-Ney chosen on {tuning['dev_tokens']:,} development tokens: order {tuning['order']}, "
+          f"discount {tuning['discount']}", flush=True)
     ngram = {}
     for order in args.orders:
-        ngram[order] = KneserNeyLM(train_stream, bpe.vocab_size, order).perplexity(scored)
-        print(f"{name}: Kneser-Ney {order}-gram {ngram[order]:.2f}", flush=True)
+        ngram[order] = KneserNeyLM(train_stream, bpe.vocab_size, order,
+                                   tuning["discounts"][order]).perplexity(scored)
+        print(f"{name}: Kneser-Ney {order}-gram (discount {tuning['discounts'][order]}) {ngram[order]:.2f}",
+              flush=True)
     runs = []
     for seed in args.seeds:
         print(f"{name}: GPT seed {seed}, {steps} steps", flush=True)
@@ -150,7 +183,9 @@ def measure_text(name: str, corpus: TextCorpus, args: argparse.Namespace, steps:
     return {"text": name, "source": corpus.source, "train_documents": len(corpus.train),
             "train_characters": sum(map(len, corpus.train)), "train_tokens": int(train_stream.numel()),
             "valid_tokens_scored": int(scored.numel() - 1), "steps": steps,
-            "ngram": {str(o): p for o, p in ngram.items()}, "gpt": runs}
+            "ngram": {str(o): p for o, p in ngram.items()},
+            "ngram_tuning": {**tuning, "discounts": {str(o): d for o, d in tuning["discounts"].items()}},
+            "gpt": runs}
 
 
 def combine(parts: list[dict]) -> list[dict]:
@@ -168,7 +203,11 @@ def combine(parts: list[dict]) -> list[dict]:
 
 def summary_rows(result: dict) -> list[dict]:
     """Per evaluation step: the GPT's median over seeds, the best n-gram, their ratio, minutes on 2 idle cores."""
-    best_order, best = min(result["ngram"].items(), key=lambda item: item[1])
+    if "ngram_tuning" in result:  # the order chosen on the development split, not on the scored text
+        best_order = str(result["ngram_tuning"]["order"])
+        best = result["ngram"][best_order]
+    else:  # a file from before the tuning: the best order on the scored text
+        best_order, best = min(result["ngram"].items(), key=lambda item: item[1])
     rows = []
     marks = result["gpt"][0]["marks"]
     for i, mark in enumerate(marks):
@@ -195,6 +234,13 @@ def markdown(payload: dict) -> str:
     for r in results:
         lines.append(f"| {r['text']} | {r['train_tokens']:,} | {r['valid_tokens_scored']:,} | "
                      f"{r['steps_per_second']:.2f} | " + " | ".join(f"{r['ngram'][o]:.2f}" for o in orders) + " |")
+    for r in results:
+        tuning = r.get("ngram_tuning")
+        if tuning:
+            lines += ["", f"{r['text']}: each order's discount chosen on {tuning['dev_tokens']:,} tokens of "
+                      f"{tuning['dev_documents']} held-out training documents ("
+                      + ", ".join(f"{o}-gram {d}" for o, d in tuning["discounts"].items())
+                      + f"); the order chosen there, {tuning['order']}, is the n-gram compared below."]
     lines += ["", "| text | step | minutes on 2 idle cores | GPT perplexity per seed | GPT median | best n-gram | "
               "GPT / n-gram |", "|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -229,8 +275,15 @@ def main() -> int:
                         help="training steps per run on each text")
     parser.add_argument("--evaluations", type=int, nargs=2, default=[4, 10], metavar=("MANUAL", "LARGER"),
                         help="validation perplexities measured along each run")
-    parser.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3, 4, 5])
-    parser.add_argument("--valid-windows", type=int, default=1024, help="validation windows of 128 tokens scored")
+    parser.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3, 4, 5, 6, 7])
+    parser.add_argument("--discounts", type=float, nargs="+", default=[0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95],
+                        help="Kneser-Ney discounts tried on the development split")
+    parser.add_argument("--dev-every", type=int, default=10,
+                        help="every N-th training document is held out to choose the n-gram's order and discount")
+    parser.add_argument("--dev-windows", type=int, default=512,
+                        help="development windows of 128 tokens scored per (order, discount), spread evenly")
+    parser.add_argument("--valid-windows", type=int, default=0,
+                        help="validation windows of 128 tokens scored, spread evenly (0: the whole validation text)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads of the runs (the result does not "
                         "depend on them); the calibration always uses 2")
     parser.add_argument("--combine", type=Path, nargs="+", default=None,
@@ -245,6 +298,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.seeds, args.steps, args.evaluations, args.valid_windows = args.seeds[:2], [20, 40], [2, 2], 64
+        args.orders, args.discounts, args.dev_windows = [1, 2, 3], [0.6, 0.9], 16
         args.calibrate = min(args.calibrate, 5.0)
     texts = corpora(args.quick)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,10 @@ A relative link to neither a page nor a file of the repository is left alone, fo
 A notebook's deep dives (the sections a class can skip: cells with the metadata ``course.deep_dive``, see
 ``tools/lesson_time.py``) are folded: each deep dive's cells, from its ``## Deep dive: <title>`` heading on, go
 into a collapsed ``<details>`` that Material draws as a collapsible admonition, the title as its summary.
+
+A notebook's page opens with its links to Colab and Binder (:func:`open_in_links`), from the one setting of where the
+repository is published (``[tool.course] repository``, :mod:`course_lib.edition.install`): links, not images, so the
+page still fetches nothing from another host.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ def on_page_content(html: str, page, config, files) -> str:
         _align_toc_with_headings(page.toc, html)
         cells = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))["cells"]
         html = fold_deep_dives(html, [_lesson_time(repo_root).is_deep_dive(cell) for cell in cells])
+        html = open_in_links(posixpath.basename(page.file.src_uri), repo_root) + html
     return html
 
 
@@ -136,6 +141,15 @@ def fold_deep_dives(html: str, deep_dive: list[bool]) -> str:
                 f'<span class="course-deep-dive-note">(a deep dive: a class can skip it)</span></summary>\n'
                 f"{html[start:end]}\n</details>{html[end:]}")
     return html
+
+
+def open_in_links(notebook: str, repo_root: Path) -> str:
+    """A paragraph of links that open ``notebook`` (a file name of ``notebooks/``) in Colab and on Binder."""
+    from course_lib.edition.install import binder_url, colab_url, publication
+
+    where = publication(repo_root / "pyproject.toml")
+    return (f'<p class="course-open-in">Open this notebook in <a href="{escape(colab_url(notebook, where))}">Colab</a>'
+            f' or on <a href="{escape(binder_url(notebook, where))}">Binder</a>.</p>\n')
 
 
 def _align_toc_with_headings(toc, html: str) -> None:

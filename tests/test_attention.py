@@ -369,3 +369,59 @@ def test_wrong_number_of_dimensions_is_named() -> None:
     with pytest.raises(ValueError, match=r"query.*\(3, 8\)"):
         MultiHeadAttention(8, 2)(torch.randn(3, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8))
 
+
+
+@pytest.mark.parametrize("d_in, d_model, num_heads", [(3, 2, 2), (12, 8, 4), (8, 16, 4)])
+def test_inputs_of_another_width_than_the_model_equal_pytorchs_module(d_in: int, d_model: int, num_heads: int) -> None:
+    """The book's ``MultiHeadAttention(d_in, d_out, ...)``: inputs of width d_in, heads and output of width d_model.
+    Reference: PyTorch's nn.MultiheadAttention with kdim = vdim = d_in, its query projection the identity after
+    ours (PyTorch's queries must have the model's width)."""
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(d_model, num_heads, d_in=d_in).eval()
+    theirs = nn.MultiheadAttention(d_model, num_heads, kdim=d_in, vdim=d_in, batch_first=True).eval()
+    with torch.no_grad():
+        theirs.q_proj_weight.copy_(torch.eye(d_model))
+        theirs.k_proj_weight.copy_(ours.w_k.weight)
+        theirs.v_proj_weight.copy_(ours.w_v.weight)
+        theirs.in_proj_bias.copy_(torch.cat([torch.zeros(d_model), ours.w_k.bias, ours.w_v.bias]))
+        theirs.out_proj.weight.copy_(ours.w_o.weight)
+        theirs.out_proj.bias.copy_(ours.w_o.bias)
+    x = torch.randn(2, 6, d_in)
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    with torch.no_grad():
+        out, weights = ours(x, x, x, causal, need_weights=True)
+        expected, expected_weights = theirs(ours.w_q(x), x, x, attn_mask=~causal, average_attn_weights=False)
+        fused, _ = ours(x, x, x, causal)
+    assert out.shape == (2, 6, d_model) and weights.shape == (2, num_heads, 6, 6)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(weights, expected_weights, rtol=0, atol=1e-6)
+    torch.testing.assert_close(fused, out, rtol=0, atol=1e-6)
+
+
+def test_inputs_of_another_width_are_named_and_pytorchs_module_refused() -> None:
+    mha = MultiHeadAttention(8, 2, d_in=5)
+    with pytest.raises(ValueError, match=r"query must have shape \(batch, seq, d_in=5\), got shape \(1, 3, 8\)"):
+        mha(torch.randn(1, 3, 8), torch.randn(1, 3, 5), torch.randn(1, 3, 5))
+    with pytest.raises(ValueError, match="d_in=5 != d_model=8"):
+        mha.to_torch()
+    with pytest.raises(ValueError, match="d_in must be a positive int"):
+        MultiHeadAttention(8, 2, d_in=0)
+    assert "d_in=5" in repr(mha) and MultiHeadAttention(8, 2).d_in == 8
+
+
+def test_checks_remembered_for_a_shape_still_refuse_what_differs() -> None:
+    """fused_attention remembers the signatures (shapes, dtypes) it has checked; a call that differs in anything the
+    checks read is still refused, and the ambiguous 2-D mask (batch == seq_q) is always looked at."""
+    q, k, v = torch.randn(3, 2, 3, 8), torch.randn(3, 2, 3, 8), torch.randn(3, 2, 3, 8)
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    for _ in range(2):
+        fused_attention(q, k, v, causal)  # causal: read as (seq_q, seq_k), accepted (and remembered)
+    padding = torch.tensor([[True, True, False], [True, False, False], [True, True, True]])  # not causal
+    with pytest.raises(ValueError, match="ambiguous"):
+        fused_attention(q, k, v, padding)
+    with pytest.raises(TypeError, match="boolean"):
+        fused_attention(q, k, v, causal.float())
+    with pytest.raises(ValueError, match="same feature size"):
+        fused_attention(q, k[..., :4], v)
+    with pytest.raises(TypeError, match="same dtype"):
+        fused_attention(q, k.double(), v)

@@ -338,3 +338,91 @@ def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
         fine_tune(model, tokens, torch.zeros(7, dtype=torch.long), 2, progress=False)
     with pytest.raises(ValueError, match="labelled_subset: per_class must be an int >= 1, got 0"):
         labelled_subset(torch.tensor([0, 1, 0, 1]), 0, seed=0)
+
+
+# --- notebook 13's API (issue 48) -----------------------------------------------------------------------------
+
+def _tiny_llama_folder(folder):
+    """A checkpoint folder as save_pretrained writes it, from a small random Llama of transformers."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                                      num_attention_heads=2, max_position_embeddings=32)
+    transformers.LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+def test_load_llama_takes_a_dtype_by_name_and_names_a_bad_one(tmp_path) -> None:
+    from course_lib.models.pretrained import load_gpt2, load_llama
+
+    folder = _tiny_llama_folder(tmp_path)
+    for name in ("float16", "torch.bfloat16", "float64"):
+        model = load_llama(folder, dtype=name)
+        assert model.lm_head.weight.dtype == getattr(torch, name.removeprefix("torch."))
+    for bad in ("half-precision", "int8", torch.int64, 16):
+        with pytest.raises(ValueError, match=r"load_llama: dtype must be a floating-point torch.dtype, its name"
+                                             r"|load_llama: dtype must be a floating-point dtype"):
+            load_llama(folder, dtype=bad)
+    with pytest.raises(ValueError, match="load_gpt2: dtype must be"):
+        load_gpt2(folder, dtype="float17")
+
+
+def test_a_config_without_a_key_and_a_truncated_weights_file_are_named(tmp_path) -> None:
+    import json
+
+    from course_lib.models.pretrained import load_llama
+
+    folder = _tiny_llama_folder(tmp_path)
+    weights = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(weights[: len(weights) // 2])
+    with pytest.raises(ValueError, match=r"model.safetensors is not a readable safetensors file \(truncated"):
+        load_llama(folder)
+    (folder / "model.safetensors").write_bytes(weights)
+    config = json.loads((folder / "config.json").read_text())
+    del config["num_hidden_layers"]
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"config.json lacks \['num_hidden_layers'\]"):
+        load_llama(folder)
+    (folder / "config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="config.json is not valid JSON"):
+        load_llama(folder)
+
+
+def test_llama_refuses_heads_that_do_not_divide_the_width_as_hugging_face_does() -> None:
+    from course_lib.models.llama import Llama
+
+    with pytest.raises(ValueError, match=r"d_model=18 must be divisible by num_heads=4 .*4 x 4 = 16 != 18"):
+        Llama(50, d_model=18, num_heads=4)
+    transformers = pytest.importorskip("transformers")
+    with pytest.raises(Exception, match="hidden size .18. is not a multiple of the number of attention heads .4."):
+        transformers.LlamaConfig(vocab_size=50, hidden_size=18, num_attention_heads=4)  # the reference refuses it
+    assert Llama(50, d_model=18, num_heads=4, d_k=6).layers[0].self_attn.w_q.out_features == 24  # d_k given: fine
+
+
+@pytest.mark.parametrize("eps", [0.0, -1e-6, float("nan"), "1e-6", True])
+def test_rmsnorm_refuses_eps_that_is_not_positive(eps) -> None:
+    from course_lib.models.llama import RMSNorm
+
+    with pytest.raises(ValueError, match=r"RMSNorm: eps must be a number > 0 .*got"):
+        RMSNorm(8, eps=eps)
+    zeros = RMSNorm(8, eps=1e-6)(torch.zeros(2, 8))
+    assert torch.equal(zeros, torch.zeros(2, 8))  # a row of zeros: zeros, not NaN
+
+
+def test_swiglu_names_an_input_of_the_wrong_width() -> None:
+    from course_lib.models.llama import SwiGLU
+
+    with pytest.raises(ValueError, match=r"SwiGLU: x must be a floating-point tensor of shape \(..., d_model=8\), "
+                                         r"got torch.float32 \(2, 3, 6\)"):
+        SwiGLU(8, 24)(torch.randn(2, 3, 6))
+
+
+def test_attention_positions_of_the_wrong_shape_are_named() -> None:
+    from course_lib.models.gqa import GroupedQueryAttention
+
+    attn = GroupedQueryAttention(16, 4, 2)
+    x = torch.randn(2, 5, 16)
+    for bad in (torch.arange(4), torch.arange(5.0), torch.zeros(3, 5, dtype=torch.long), [0, 1, 2, 3, 4]):
+        with pytest.raises(ValueError, match=r"positions must be an integer tensor of shape \(seq=5,\) or "
+                                             r"\(batch=2, seq=5\)"):
+            attn(x, positions=bad)

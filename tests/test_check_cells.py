@@ -112,6 +112,20 @@ def test_check_after_a_failed_run_is_failed_never_a_stale_tick(shell, capsys) ->
     assert check("stable_softmax") is stable_softmax and "passed" in capsys.readouterr().out
 
 
+def test_a_syntax_errors_line_stands_on_its_own_with_a_caret(shell, capsys) -> None:
+    """Quoted inside "(line N: ...)", a line missing its closing parenthesis read as complete (issue 43)."""
+    source = "def stable_softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim\n"
+    with pytest.raises(SyntaxError) as raised:
+        compile(source, "<cell>", "exec")
+    shell.run(source, raised.value, before=True)
+    check("stable_softmax")
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "was never closed" in line)
+    assert lines[at].strip() == "line 2: '(' was never closed"
+    assert lines[at + 1] == "       return torch.softmax(x, dim=dim"  # no parenthesis of the message after it
+    assert lines[at + 2] == "       " + " " * "return torch.softmax(x, dim=dim".index("(") + "^"
+
+
 def test_check_of_a_missing_name_is_not_implemented_yet(shell, capsys) -> None:
     got = check("patchify")  # nothing called patchify here, and no cell defining it ran
     out = capsys.readouterr().out
@@ -147,7 +161,7 @@ run('fn = check("stable_softmax", stable_softmax)')
 run("from course_lib.exercises import cells; import importlib; importlib.reload(cells); cells.install()")
 run("print('post_run_cell callbacks:', sum(type(c).__name__ == 'CellTracker' "
     "for c in get_ipython().events.callbacks['post_run_cell']))")
-run('print("fn is the reference:", fn is __import__("course_lib.models.softmax").basics.stable_softmax)')
+run('print("fn is the reference:", fn is __import__("course_lib.models.softmax").models.softmax.stable_softmax)')
 '''
 
 

@@ -12,7 +12,7 @@ import course_lib.checks.nb10_language_model  # noqa: F401
 from course_lib.checks.nb07_training_and_decoding import ONE_TOKEN_PER_BEAM_HINT
 from course_lib.checks.nb10_language_model import TIE_RULE_HINT
 from course_lib.edition.stored import fallback_words
-from course_lib.exercises.feedback import _error_details, run_check
+from course_lib.exercises.feedback import run_check
 
 
 def hf_top_p(logits, p):
@@ -65,18 +65,6 @@ def test_an_unknown_crash_gets_no_borrowed_hint() -> None:
 
     result = run_check("transformer_lr", transformer_lr)
     assert result.status == "error" and result.hint == ""
-
-
-def test_a_syntax_errors_line_stands_on_its_own_with_a_caret() -> None:
-    source = "def f(x):\n    return torch.softmax(x, dim=-1\n"
-    try:
-        compile(source, "<cell>", "exec")
-    except SyntaxError as err:
-        details = _error_details(err)
-    message, code, caret = details.split("\n")
-    assert message == "line 2: '(' was never closed"
-    assert code == "    return torch.softmax(x, dim=-1"  # no closing parenthesis of ours after it
-    assert caret == "    " + " " * code.strip().index("(") + "^"  # under the parenthesis left open
 
 
 def test_the_class_editions_words_say_what_the_cells_below_use() -> None:

@@ -125,7 +125,7 @@ def test_a_lesson_map_highlights_its_part_and_dims_the_rest(notebook: str) -> No
     ("04_masking", ["Masked Multi-Head Attention"]),
     ("03_positional_encoding", ["Input Embedding ×√d_model", "Positional\nEncoding", "Output Embedding ×√d_model",
                                 "Positional\nEncoding"]),
-    ("11_bert", ["Tokens, 15% masked", "MLM Head", "Classifier on [CLS]"]),
+    ("11_bert", ["Tokens, 15% masked", "Multi-Head Attention", "MLM Head", "Classifier on [CLS]"]),
     ("14_inference_at_scale", ["Grouped-Query Attention"]),
 ])
 def test_a_lesson_map_highlights_exactly_the_tables_parts(notebook: str, bold: list[str]) -> None:

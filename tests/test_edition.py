@@ -1,6 +1,6 @@
 """The class edition holds no graded answer, its checks work from stored data, and its notebooks run unsolved.
 
-What is proved, for every registered exercise (the course's thirteen notebooks and the assignments):
+What is proved, for every registered exercise (the course's notebooks and the assignments):
 
 (a) no reference body: the normalised AST (docstring stripped, names kept) of each reference's function or
     graded method, and of each ``also_correct`` alternative, appears nowhere in the edition (modules and
@@ -587,6 +587,9 @@ def test_a_per_assignment_edition_refuses_what_it_cannot_build(tmp_path: Path) -
 def test_the_edition_has_the_structure_students_install(small_edition: Path) -> None:
     lib = small_edition / "course_lib"
     assert (small_edition / "pyproject.toml").is_file() and (small_edition / "notebooks" / "00_welcome.ipynb").is_file()
+    shipped = nbformat.read(small_edition / "notebooks" / "00_welcome.ipynb", as_version=4)
+    assert not any(c.metadata.get("course", {}).get("role") == "install" for c in shipped.cells), \
+        "the course's install cell would install the whole course_lib (every answer) where the edition's is missing"
     assert not (lib / "grading").exists() and not (lib / "edition" / "build.py").exists()
     assert sorted(p.name for p in (lib / "checks").iterdir()) == ["__init__.py"]
     stored = {p.stem for p in (lib / "edition" / "data").glob("*.pt")} - {"calls"}

@@ -12,7 +12,9 @@ GLOSSARY = ROOT / "docs" / "glossary.md"
 # The Korean terms that learners' notes use most (issue 37), each of which must have its row.
 NOTES_TERMS = ["어텐션 분포", "룩-어헤드 마스크", "교사 강요", "층 정규화", "셀프 어텐션", "멀티 헤드 어텐션",
                "위치 인코딩", "잔차 연결", "인코더", "디코더", "패딩 마스크", "레이블 스무딩",
-               "빔 서치", "쿼리 / 키 / 값", "임베딩", "토큰화"]
+               "빔 서치", "쿼리 / 키 / 값", "임베딩", "토큰화",
+               # the notes' most frequent words (issue 43)
+               "시점", "문장 행렬", "서브층", "병렬", "가중합", "가중평균", "정규화"]
 
 
 def _rows() -> list[list[str]]:
@@ -44,3 +46,12 @@ def test_the_site_lists_the_glossary_among_its_guides(tmp_path: Path) -> None:
     guides = next(entry["Guides"] for entry in nav if "Guides" in entry)
     assert "docs/glossary.md" in guides
     assert (tmp_path / "work" / "docs" / "docs" / "glossary.md").read_text() == GLOSSARY.read_text()
+
+
+def test_the_glossary_warns_that_jeongyuhwa_means_two_things() -> None:
+    """정규화 translates both normalisation and regularisation: its own row and the warning say both."""
+    text = GLOSSARY.read_text()
+    row = next(row for row in _rows() if row[0] == "정규화")
+    assert "normalisation" in row[1] and "regularisation" in row[1]
+    warning = next(line for line in text.splitlines() if line.startswith("> **A warning: 정규화"))
+    assert text.index(warning) < text.index("| 정규화 |")

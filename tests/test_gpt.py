@@ -315,3 +315,23 @@ def test_a_small_lm_learns_a_repeating_stream() -> None:
     history = train_lm(model, stream, steps=60, batch_size=8, seq_len=16, lr=1e-2, warmup=5, progress=False)
     assert history.losses[-1] < 0.5 * history.losses[0]
     assert evaluate_perplexity(model, stream[:200], 16) < 2.0
+
+
+def test_kneser_ney_rediscounted_equals_a_fresh_count_and_tuning_keeps_the_dev_minimum() -> None:
+    """Another discount on the same counts is the model built with it; the tuning's choice is the pair of lowest
+    development perplexity, each entry equal to a model built afresh and scored on the development text."""
+    from course_lib.models.ngram import tune_kneser_ney
+
+    gen = torch.Generator().manual_seed(0)
+    train = torch.randint(0, 6, (400,), generator=gen) // 2 * 2  # even ids only: some structure to learn
+    train[1::3] = (train[0::3][: len(train[1::3])] + 1) % 6  # an odd id follows each third token
+    dev = train[:120].flip(0).contiguous()
+    lm = KneserNeyLM(train, vocab_size=6, order=3)
+    fresh = KneserNeyLM(train, vocab_size=6, order=3, discount=0.9)
+    assert lm.rediscounted(0.9).perplexity(dev) == fresh.perplexity(dev) and lm.discount == 0.75
+    tuning = tune_kneser_ney(train, dev, 6, orders=(1, 2, 3), discounts=(0.3, 0.75, 0.95))
+    best = min(p for row in tuning.dev_perplexity.values() for p in row.values())
+    assert tuning.dev_perplexity[tuning.order][tuning.discount] == best
+    assert tuning.dev_perplexity[2][0.3] == KneserNeyLM(train, 6, 2, 0.3).perplexity(dev)
+    with pytest.raises(ValueError, match=r"discount must be a number in \(0, 1\), got 1.0"):
+        lm.rediscounted(1.0)

@@ -1,10 +1,11 @@
-"""Notebook 13's checks (``course_lib/checks/nb13_todays_models.py``): each known mistake is rejected with its own
-hint, the reference and the correct alternatives pass, and the public cases are built so that each mistake
-shows (the two RoPE layouts coincide at d_k = 2, the head orders at one key/value head, the online softmax
-without rescaling whenever the first tile holds the maximum: the cases must go beyond those).
+"""Notebooks 13's and 14's checks (``course_lib/checks/nb13_todays_models.py`` and ``nb14_inference_at_scale.py``):
+each known mistake is rejected with its own hint, the reference and the correct alternatives pass, and the public
+cases are built so that each mistake shows (the two RoPE layouts coincide at d_k = 2, the head orders at one
+key/value head, the online softmax without rescaling whenever the first tile holds the maximum: the cases must go
+beyond those).
 
 ``tests/test_exercises.py`` sweeps every exercise too (hidden cases, seeds, sampled in CI); this file runs the
-five exercises of notebook 13 whole, on their public cases, in the fast tier.
+five exercises of notebooks 13 and 14 whole, on their public cases, in the fast tier.
 """
 
 from __future__ import annotations
@@ -51,7 +52,14 @@ def test_the_reference_and_every_alternative_pass(name: str) -> None:
         assert result.passed, f"{getattr(impl, '__name__', impl)}: {result}"
 
 
-@pytest.mark.parametrize("declared", [NAMED, FOUND_BY_THE_SEAT], ids=["issue", "student seat"])
+#: The four wrong answers that passed (issue 48), and the misleading hints made specific: each is declared.
+ISSUE_48 = {
+    "apply_rope": ["seq_dim ignored", "float32 result for a float64 input", "frequencies counted from 1"],
+    "online_softmax": ["one maximum for all rows", "running maximum never updated", "computed outside PyTorch (NumPy)"],
+}
+
+
+@pytest.mark.parametrize("declared", [NAMED, FOUND_BY_THE_SEAT, ISSUE_48], ids=["issue", "student seat", "issue 48"])
 def test_the_mistakes_the_issue_names_are_declared(declared: dict[str, list[str]]) -> None:
     for name, wanted in declared.items():
         declared = {m.name for m in get_exercise(name).mistakes}
@@ -138,3 +146,40 @@ def test_batch_angles_without_a_heads_axis_broadcast_silently_when_batch_equals_
     assert wrong(x, positions).shape == x.shape
     assert torch.allclose(wrong(x[:, :1], positions[:1]), apply_rope(x[:, :1], positions[:1]))
     assert (wrong(x, positions) - apply_rope(x, positions)).abs().max() > 0.1
+
+
+def test_the_four_wrong_answers_were_right_on_the_older_cases_and_fail_on_the_new_ones() -> None:
+    """Why the new cases exist: each of the four answers equals the reference wherever the older cases looked
+    (the course's layout, float32, rows of one scale, no late large score) and differs on its new case."""
+    rope = get_exercise("apply_rope").reference
+    x, positions = torch.randn(2, 5, 2, 8, generator=torch.Generator().manual_seed(3)), torch.arange(5)
+    ignored = _mistake("apply_rope", "seq_dim ignored")
+    assert torch.equal(ignored(x.transpose(1, 2), positions), rope(x.transpose(1, 2), positions))
+    square = torch.randn(2, 4, 4, 8, generator=torch.Generator().manual_seed(4))  # (batch, seq, heads = seq, d_k)
+    assert (ignored(square, torch.arange(4), seq_dim=1) - rope(square, torch.arange(4), seq_dim=1)).abs().max() > 0.1
+    float32 = _mistake("apply_rope", "float32 result for a float64 input")
+    assert torch.equal(float32(x, positions, seq_dim=1), rope(x, positions, seq_dim=1))
+    course = x.transpose(1, 2).double()  # (batch, heads, seq, d_k)
+    assert float32(course, positions).dtype == torch.float32 and rope(course, positions).dtype == torch.float64
+    softmax = get_exercise("online_softmax").reference
+    shared = _mistake("online_softmax", "one maximum for all rows")
+    same_scale = torch.randn(3, 10, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(shared(same_scale, tile_size=4), softmax(same_scale, tile_size=4))
+    scales = same_scale + torch.tensor([[0.0], [200.0], [-300.0]])
+    assert shared(scales, tile_size=4).isnan().any() and not softmax(scales, tile_size=4).isnan().any()
+    frozen = _mistake("online_softmax", "running maximum never updated")
+    rising = torch.arange(1.0, 10.0)
+    torch.testing.assert_close(frozen(rising, tile_size=3), softmax(rising, tile_size=3))
+    late = torch.tensor([0.0, 1, 2, 150, 151, 152])
+    assert frozen(late, tile_size=3).isnan().any()
+    torch.testing.assert_close(softmax(late, tile_size=3), torch.softmax(late, -1))
+
+
+def test_a_detached_root_mean_square_is_told_its_gradient_is_cut() -> None:
+    """Right numbers, wrong gradients: the hint names a cut gradient (.detach()), not only a wrong dependency."""
+    class Detached(get_exercise("rms_norm").reference):
+        def forward(self, x):
+            return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps).detach()
+
+    result = run_check("rms_norm", Detached)
+    assert result.status == "failed" and ".detach()" in result.hint, result

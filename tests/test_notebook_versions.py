@@ -45,7 +45,11 @@ def test_structure(path) -> None:
         assert STUB_LINES[1] in cell.source, f"{name}: the committed cell is not a stub"
         assert BEGIN not in cell.source and END not in cell.source
         follower = nb.cells[i + 1]
-        assert follower.metadata.get("course") == {"exercise": name, "role": "check"}, \
+        follower_course = dict(follower.metadata.get("course", {}))
+        # a deep dive's exercise and its check carry the deep-dive mark alike (issue 43)
+        assert follower_course.pop("deep_dive", False) == cell.metadata["course"].get("deep_dive", False), \
+            f"{name}: the exercise and its check cell must both be in the core, or both in a deep dive"
+        assert follower_course == {"exercise": name, "role": "check"}, \
             f"{name}: the cell after the exercise must be its check cell"
         assert re.fullmatch(rf'\w+ = check\("{name}"\)', follower.source.strip()), \
             f"{name}: one form for every check cell, `xxx_fn = check(\"{name}\")` (the name looked up in the " \

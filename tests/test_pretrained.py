@@ -14,6 +14,7 @@ from course_lib.generation.sampling import generate
 from course_lib.models.gpt import GPT
 from course_lib.models.llama import Llama
 from course_lib.models.pretrained import load_gpt2, load_llama, read_checkpoint
+from course_lib.models.rope import Llama3Scaling
 
 transformers = pytest.importorskip("transformers")
 
@@ -158,3 +159,59 @@ def test_bad_folders_are_named(tmp_path: Path) -> None:
     (llama / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"mlp.gate_proj.weight|w_gate.weight has shape \(88, 32\)"):
         load_llama(llama)
+
+
+def _llama_with(rope: dict, **extra) -> torch.nn.Module:
+    """A small Llama of head size 16 with the given RoPE parameters (transformers 5's ``rope_parameters``)."""
+    torch.manual_seed(2)
+    config = transformers.LlamaConfig(vocab_size=100, hidden_size=64, intermediate_size=88, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                                      max_position_embeddings=4096, rope_parameters=rope, **extra)
+    return _perturb_vectors(transformers.LlamaForCausalLM(config).eval())
+
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 512}
+
+
+@pytest.mark.parametrize("rope", [{"rope_type": "default", "rope_theta": 10000.0},
+                                  {"rope_type": "default", "rope_theta": 500000.0},
+                                  {"rope_theta": 500000.0, **LLAMA3}],
+                         ids=["base 1e4", "base 5e5", "llama3 scaling"])
+def test_logits_at_long_positions_equal_hugging_faces(tmp_path: Path, rope: dict) -> None:
+    """Float64 logits at positions 2048..4095 (given as position ids, each sequence its own) equal Hugging Face's to
+    1e-10: the rotary tables are theirs bit for bit (with float64-rounded frequencies they were 1e-2 apart)."""
+    theirs = _llama_with(rope).double()
+    ours = load_llama(_save(theirs, tmp_path), dtype=torch.float64)
+    assert isinstance(ours.layers[0].self_attn.rope_base, Llama3Scaling) == ("factor" in rope)
+    tokens = torch.randint(0, 100, (2, 96))
+    positions = torch.stack([torch.arange(2048, 2048 + 96), torch.arange(4000, 4096)])  # (batch, seq)
+    with torch.no_grad():
+        expected = theirs(tokens, position_ids=positions).logits
+        torch.testing.assert_close(ours(tokens, positions=positions), expected, rtol=0, atol=1e-10)
+        shared = torch.arange(3000, 3096)  # (seq,): the same positions for the whole batch
+        torch.testing.assert_close(ours(tokens, positions=shared),
+                                   theirs(tokens, position_ids=shared[None].expand(2, -1)).logits, rtol=0, atol=1e-10)
+
+
+def test_a_cache_with_position_ids_equals_hugging_faces(tmp_path: Path) -> None:
+    """Positions given step by step through the cache: the same logits as Hugging Face's with position_ids."""
+    theirs = _llama(2)
+    ours = load_llama(_save(theirs, tmp_path))
+    tokens, positions = torch.randint(0, 100, (1, 9)), torch.arange(500, 509)[None]
+    with torch.no_grad():
+        expected = theirs(tokens, position_ids=positions).logits
+        cache = ours.make_cache()
+        steps = [ours(tokens[:, :6], cache, positions=positions[:, :6]), ours(tokens[:, 6:], cache,
+                                                                              positions=positions[:, 6:])]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected, **TOL)
+
+
+@pytest.mark.parametrize("rope_type", ["yarn", "linear", "dynamic"])
+def test_other_rope_scalings_are_refused_by_name(tmp_path: Path, rope_type: str) -> None:
+    folder = _save(_llama(2), tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["rope_parameters"] = {"rope_type": rope_type, "rope_theta": 10000.0, "factor": 2.0}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=f"load_llama .*rope_type '{rope_type}' is not supported"):
+        load_llama(folder)

@@ -89,6 +89,22 @@ def test_a_regrade_after_a_resubmission_grades_the_current_file(fake, tmp_path: 
     assert _grade(out, files[0], extra=("--regrade-student", "s02")) == 0
     assert "regrading their current submission hw1_bob.ipynb" in capsys.readouterr().out
     assert _totals(out)["s02"] == "3"
+    # The instructor names the earlier file: it is graded and becomes current, and the change is printed.
+    assert _grade(out, *files, extra=("--regrade-student", "s02", "--grade-given")) == 0
+    said = capsys.readouterr().out
+    assert "graded as the instructor named it" in said and "changed: s02: total 3 -> 0" in said
+    assert _totals(out)["s02"] == "0"
+    assert _grade(out, resubmitted, extra=("--regrade-student", "s02")) == 0  # the named one is current now
+    assert _totals(out)["s02"] == "0"
+    assert _grade(out, resubmitted, extra=("--regrade-student", "s02", "--grade-given")) == 0  # named back
+    assert _totals(out)["s02"] == "3"
+    capsys.readouterr()
+    # A gradebook whose copies are gone (graded before they were kept): the superseded file is still not graded.
+    for kept in (out / "submissions").iterdir():
+        kept.unlink()
+    assert _grade(out, *files, extra=("--regrade-student", "s02")) == 0
+    assert "the current one has no kept copy: give its file to regrade it" in capsys.readouterr().out
+    assert _totals(out)["s02"] == "3"
 
 
 # --- every change is printed, student by student -----------------------------------------------------------
@@ -162,8 +178,10 @@ def test_a_roster_that_cannot_map_a_graded_student_is_refused_with_the_list(fake
 # --- roster matching is exact and explained ----------------------------------------------------------------
 
 def test_a_file_name_that_names_another_student_is_a_problem_not_a_grade(fake, tmp_path: Path, capsys) -> None:
-    # Canvas's "Download Submissions" renames each file login_userid_submissionid_filename (the brief of issue
-    # 44; e.g. "archeralice_101_5566_hw1.ipynb", and "bakerbob_LATE_102_..." for a late one): the user id is the
+    # Canvas's "Download Submissions" renames each file login_userid_submissionid_filename: "canvas changes all
+    # the filenames so that they contain a student name, two id fields. The naming convention also includes an
+    # extra field if the assignment was submitted late" (TimHanneman/Canvas_submission_sort, README); e.g.
+    # "smithbob_340934_208490284_BobsWork.zip" (mikewesthad/canvas-unzipper, README). The user id is the
     # submitter Canvas recorded. Moodle's "Download all submissions" names them
     # "First Last_participantId_assignsubmission_file_<file name>" (a Moodle feedback-upload guide: "The student
     # folder name is formatted as: First Last_participantId_assignsubmission_file_").
@@ -171,6 +189,8 @@ def test_a_file_name_that_names_another_student_is_a_problem_not_a_grade(fake, t
     roster.write_text(ROSTER)
     subs, out = tmp_path / "subs", tmp_path / "grades"
     alice = _submit(subs, "archeralice_101_5001_00_welcome", mtime=1_700_000_000)
+    late = Roster([Student("s02", "Baker, Bob", canvas_id="102")]).student_for("bakerbob_LATE_102_5003_hw1-1.ipynb")
+    assert late[0].id == "s02" and "Canvas user id 102" in late[1]  # late, and resubmitted ("-1")
     bob = _submit(subs, "bakerbob_102_5002_00_welcome_alice", a=(0, 4), b=(0, 4), mtime=1_700_000_100)
     joerg = _submit(subs, "Jörg Müller_991_assignsubmission_file_hw1", mtime=1_700_000_000)
     assert _grade(out, alice, bob, joerg, extra=("--roster", str(roster))) == 0
@@ -377,3 +397,67 @@ def test_the_grading_guide_says_what_the_commands_do() -> None:
     assert "`summary.csv` (one row per student" in guide and "(one row per submission)" not in guide
     with pytest.raises(SystemExit):  # --partial-credit is an option of export (it parses; --help exits 0)
         main(["export", "--help"])
+
+
+def test_moodles_own_grade_export_is_a_roster_as_it_stands(fake, tmp_path: Path) -> None:
+    # Moodle, "Grade import": "The import file format is the same as the corresponding export format." Its plain
+    # text export holds the user fields "First name, Last name, ID number, Institution, Department, Email
+    # address", one column per grade item and "Last downloaded from this course".
+    export = tmp_path / "moodle_export.csv"
+    export.write_text("First name,Last name,ID number,Institution,Department,Email address,"
+                      "Assignment: Homework 1 (Real),Last downloaded from this course\n"
+                      "Alice,Archer,S0001,Uni,CS,alice@uni.edu,-,1700000000\n"
+                      "Jörg,Müller,S0003,Uni,CS,joerg@uni.edu,-,1700000000\n"
+                      "민준,김,,Uni,CS,minjun@uni.edu,-,1700000000\n", encoding="utf-8")
+    roster = read_roster(export)
+    assert [(s.id, s.email, s.first_last()) for s in roster.students] == [
+        ("S0001", "alice@uni.edu", ("Alice", "Archer")), ("S0003", "joerg@uni.edu", ("Jörg", "Müller")),
+        ("minjun@uni.edu", "minjun@uni.edu", ("민준", "김"))]
+    subs, out = tmp_path / "subs", tmp_path / "grades"
+    files = [_submit(subs, "hw1_alice@uni.edu"), _submit(subs, "hw1_S0003", a=(0, 4))]
+    assert _grade(out, *files, extra=("--roster", str(export), "--assignment", "Assignment: Homework 1")) == 0
+    moodle = _rows(out / "moodle.csv")
+    assert moodle == [["First name", "Last name", "Email address", "Assignment: Homework 1"],
+                      ["Alice", "Archer", "alice@uni.edu", "3"], ["Jörg", "Müller", "joerg@uni.edu", "2"]]
+
+
+def test_a_question_graded_by_hand_for_a_student_without_a_file_keeps_the_assignments_maximum(
+        fake, tmp_path: Path) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text(ROSTER)
+    out = tmp_path / "grades"
+    assert _grade(out, _submit(tmp_path / "subs", "hw1_alice"), extra=("--roster", str(roster))) == 0
+    assert main(["rubric", "--out", str(out), "s03", "q1", "2", "--max", "2", "--comment", "oral exam"]) == 0
+    summary = {r["student"]: r for r in _csv(out / "summary.csv")}
+    assert (summary["s03"]["total"], summary["s03"]["max_total"], summary["s03"]["ex_a"]) == ("2", "5", "0")
+    assert summary["s01"]["max_total"] == "5" and summary["s01"]["q1"] == "0"  # the question is everyone's
+    assert "graded by hand: oral exam" in (out / "feedback" / "s03.md").read_text()
+
+
+def test_an_lms_file_where_two_students_share_the_matching_id_is_refused(fake, tmp_path: Path, capsys) -> None:
+    roster = tmp_path / "roster.csv"
+    roster.write_text("id,name,email,canvas_id\ns01,Alice Archer,alice@uni.edu,101\n"
+                      "s02,Alice Archer (2),alice@uni.edu,101\n")
+    out = tmp_path / "grades"
+    assert _grade(out, _submit(tmp_path / "subs", "hw1_s01"), _submit(tmp_path / "subs", "hw1_s02"),
+                  extra=("--roster", str(roster))) == 0
+    err = capsys.readouterr().err
+    assert not (out / "canvas.csv").exists() and not (out / "moodle.csv").exists()
+    assert "canvas.csv not written: these roster students share the id" in err and "101: s01, s02" in err
+    assert "moodle.csv not written" in err and "alice@uni.edu: s01, s02" in err
+
+
+def test_a_first_roster_given_after_grading_keeps_the_grades_of_the_files_it_names(fake, tmp_path: Path,
+                                                                                    capsys) -> None:
+    subs, out, roster = tmp_path / "subs", tmp_path / "grades", tmp_path / "roster.csv"
+    roster.write_text(ROSTER)
+    assert _grade(out, _submit(subs, "hw1_alice"), _submit(subs, "hw1_bob", a=(0, 4)), _submit(subs, "hw1_zed")) == 0
+    assert set(_totals(out)) == {"hw1_alice", "hw1_bob", "hw1_zed"}  # no roster: the files' names
+    capsys.readouterr()
+    assert main(["export", "--out", str(out), "--roster", str(roster)]) == 0
+    said = capsys.readouterr()
+    assert "roster: hw1_alice (hw1_alice.ipynb) is the roster's s01 ('alice' in the file name), kept as hw1_alice" \
+        in said.out
+    assert "hw1_zed (hw1_zed.ipynb): no roster student's" in said.err
+    canvas = {row[1]: row[-1] for row in _rows(out / "canvas.csv")[2:]}
+    assert canvas == {"101": "3", "102": "2", "103": "", "104": ""}  # Alice's and Bob's grades, not blanks

@@ -10,10 +10,12 @@ import torch
 
 from course_lib.models.positional import offset_matrix, sinusoidal_frequencies
 from course_lib.models.rope import (
+    Llama3Scaling,
     apply_rope,
     convert_rope_layout,
     convert_rope_weight,
     rope_angles,
+    rope_frequencies,
     rope_permutation,
     rope_rotation,
 )
@@ -42,10 +44,9 @@ def test_half_layout_equals_hugging_face_llama(base: float, batch_positions: boo
         positions = torch.arange(11, 11 + seq)  # (seq,): an offset, as with a cache
     cos, sin = _hf_cos_sin(d_k, base, positions.expand(batch, seq), q)
     q_hf, k_hf = modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)
-    # Up to 2e-6 apart at position 46 with base 500000: Hugging Face's float32 power misses the exact
-    # frequencies by up to 1.3e-8, ours (float64, rounded once) by 1.5e-9.
-    torch.testing.assert_close(apply_rope(q, positions, base, "half"), q_hf, rtol=0, atol=1e-5)
-    torch.testing.assert_close(apply_rope(k, positions, base, "half"), k_hf, rtol=0, atol=1e-5)
+    # Bit for bit: the frequencies by their float32 formula, one float32 product per angle, the same rotation.
+    assert torch.equal(apply_rope(q, positions, base, "half"), q_hf)
+    assert torch.equal(apply_rope(k, positions, base, "half"), k_hf)
 
 
 def _meta_rope(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
@@ -138,9 +139,72 @@ def test_rotation_matrix_is_notebook_03s_offset_matrix_and_composes() -> None:
 
 
 def test_angles_use_notebook_03s_frequencies() -> None:
+    """Notebook 03's frequencies to float32's precision (an ulp or two apart: computed in float32, not float64)."""
     angles = rope_angles(torch.arange(4), d_k=8, base=500000.0)
     torch.testing.assert_close(angles, torch.arange(4.0)[:, None] * sinusoidal_frequencies(8, base=500000.0))
-    assert sinusoidal_frequencies(8).tolist() == sinusoidal_frequencies(8, base=10000).tolist()
+    for d_k in (8, 64, 128):
+        torch.testing.assert_close(rope_frequencies(d_k, 500000.0), sinusoidal_frequencies(d_k, 500000.0),
+                                   rtol=1e-6, atol=0)
+    assert rope_frequencies(8).tolist() == rope_frequencies(8, base=10000).tolist()
+
+
+@pytest.mark.parametrize("base", [10000.0, 500000.0])
+@pytest.mark.parametrize("d_k", [64, 128])
+def test_tables_equal_hugging_faces_at_8192_positions(base: float, d_k: int) -> None:
+    """The cos/sin tables of positions 0..8191 equal LlamaRotaryEmbedding's exactly (float32), and so the rotated
+    queries: the frequencies computed by their float32 formula, not rounded from float64 (3e-5 and 5e-4 apart
+    below position 8192 with notebook 03's)."""
+    positions = torch.arange(8192)
+    x = torch.randn(1, 8192, d_k)
+    cos_hf, sin_hf = _hf_cos_sin(d_k, base, positions[None], x)  # (1, 8192, d_k) each
+    angles = rope_angles(positions, d_k, base)  # (8192, d_k/2)
+    table = torch.cat([angles, angles], dim=-1)  # the 'half' layout's table
+    assert torch.equal(table.cos(), cos_hf[0]) and torch.equal(table.sin(), sin_hf[0])
+    q = torch.randn(1, 2, 8192, d_k)
+    q_hf, _ = modeling_llama.apply_rotary_pos_emb(q, q, cos_hf, sin_hf)
+    assert torch.equal(apply_rope(q, positions, base), q_hf)
+    drift = (torch.arange(8192.0)[:, None] * sinusoidal_frequencies(d_k, base)).cos() - table[:, : d_k // 2].cos()
+    assert drift.abs().max() > 1e-6  # what the float64 frequencies would have cost
+
+
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 512}
+
+
+@pytest.mark.parametrize("d_k", [8, 64])
+def test_llama3_scaling_equals_hugging_faces(d_k: int) -> None:
+    """Llama 3.1's scaling: frequencies equal to Hugging Face's, the three regimes (kept, interpolated, slowed)
+    all present with d_k = 8 and an original context of 512; the tables at 8192 positions equal theirs."""
+    config = transformers.LlamaConfig(hidden_size=4 * d_k, num_attention_heads=4, max_position_embeddings=4096,
+                                      rope_parameters={"rope_theta": 500000.0, **LLAMA3})
+    scaling = Llama3Scaling.from_config(LLAMA3, 500000.0)
+    rotary = modeling_llama.LlamaRotaryEmbedding(config)
+    omega = rope_frequencies(d_k, scaling)
+    assert torch.equal(omega, rotary.inv_freq)
+    plain = rope_frequencies(d_k, 500000.0)
+    assert (omega == plain).any() and (omega == plain / 8).any() and ((omega != plain) & (omega != plain / 8)).any()
+    positions = torch.arange(8192)
+    cos_hf, sin_hf = rotary(torch.randn(1, 8192, d_k), positions[None])
+    q = torch.randn(1, 2, 8192, d_k)
+    q_hf, _ = modeling_llama.apply_rotary_pos_emb(q, q, cos_hf, sin_hf)
+    assert torch.equal(apply_rope(q, positions, scaling), q_hf)
+
+
+@pytest.mark.parametrize("scaling, words", [
+    ({"rope_type": "yarn", "factor": 4.0}, "rope_type 'yarn' is not supported"),
+    ({"type": "linear", "factor": 2.0}, "rope_type 'linear' is not supported"),
+    ({"rope_type": "dynamic", "factor": 2.0}, "rope_type 'dynamic' is not supported"),
+    ({"rope_type": "llama3", "factor": 8.0}, r"missing \['low_freq_factor', 'high_freq_factor'"),
+    ({**LLAMA3, "factor": 0}, "factor must be a number > 0"),
+    ({**LLAMA3, "high_freq_factor": 0.5}, "high_freq_factor must be > low_freq_factor"),
+    ("llama3", "rope_scaling must be a dict or None"),
+])
+def test_other_rope_scalings_are_refused_by_name(scaling: dict, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        Llama3Scaling.from_config(scaling, 500000.0)
+    assert Llama3Scaling.from_config({"rope_type": "default", "rope_theta": 1e4}) is None
+    with pytest.raises(ValueError, match="rope_theta must be a number > 1"):
+        Llama3Scaling.from_config(LLAMA3, 0.5)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
@@ -226,3 +290,21 @@ def test_seq_dim_that_does_not_fit_the_positions_is_named() -> None:
         apply_rope(x, torch.arange(5), seq_dim=2)                       # axis 2 has 3 rows, not 5
     with pytest.raises(ValueError, match=r"batch on axis 0 and seq on another axis, got \(5, 5, 3, 8\) \(seq_dim=0\)"):
         apply_rope(torch.randn(5, 5, 3, 8), torch.zeros(5, 5, dtype=torch.long), seq_dim=0)  # seq on the batch axis
+
+
+def test_the_rotary_frequencies_do_not_answer_notebook_03() -> None:
+    """rope_frequencies computes notebook 03's frequencies (in float32): its table through them, directly or through
+    rope_angles, is refused by notebook 03's check as the class edition's logspace route is."""
+    from course_lib.exercises import run_check
+
+    def via_frequencies(max_len: int, d_model: int) -> torch.Tensor:
+        angles = torch.arange(max_len)[:, None].double() * rope_frequencies(d_model).double()
+        return torch.stack([angles.sin(), angles.cos()], -1).reshape(max_len, d_model).float()
+
+    def via_angles(max_len: int, d_model: int) -> torch.Tensor:
+        angles = rope_angles(torch.arange(max_len), d_model).double()
+        return torch.stack([angles.sin(), angles.cos()], -1).reshape(max_len, d_model).float()
+
+    for route in (via_frequencies, via_angles):
+        result = run_check("sinusoidal_table", route)
+        assert result.status == "failed" and "rope_frequencies" in result.message, result

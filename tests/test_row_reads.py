@@ -127,7 +127,7 @@ def test_the_grader_names_the_access_check_to_its_sandbox() -> None:
     assert resolve_access_check(access_check_name(check)) is check
     assert resolve_access_check(None) is None and resolve_access_check("os:system") is None
     assert access_check_name(None) is None
-    assert resolve_access_check("course_lib.checks.nb13_todays_models:online_softmax") is None  # answers: hidden
+    assert resolve_access_check("course_lib.checks.nb14_inference_at_scale:online_softmax") is None  # answers: hidden
 
 
 def test_the_record_cannot_be_erased_through_the_input():
@@ -224,16 +224,17 @@ def test_the_online_softmax_fixtures_through_the_sandbox(tmp_path: Path) -> None
     from course_lib.exercises.notebooks import exercise_cells, solve
     from course_lib.grading.cli import main
 
-    solved = solve(load(ROOT / "notebooks" / "13_todays_models.ipynb"))
+    notebook = get_exercise("online_softmax").notebook  # 13_todays_models, or 14_inference_at_scale since the split
+    solved = solve(load(ROOT / "notebooks" / f"{notebook}.ipynb"))
     for path in ONLINE_FIXTURES:
         nb = copy.deepcopy(solved)
         cell = next(c for _, c, name in exercise_cells(nb) if name == "online_softmax")
         cell.source = path.read_text()
-        nbformat.write(nb, tmp_path / f"13_todays_models_{path.stem}.ipynb")
+        nbformat.write(nb, tmp_path / f"{notebook}_{path.stem}.ipynb")
     out = tmp_path / "out"
     assert main([str(tmp_path), "--out", str(out), "--quiet", "--jobs", "2", "--seed", "9", "--no-policy"]) == 0
     for path in ONLINE_FIXTURES:
-        report = json.loads((out / f"13_todays_models_{path.stem}.json").read_text())
+        report = json.loads((out / f"{notebook}_{path.stem}.json").read_text())
         line = next(e for e in report["exercises"] if e["exercise"] == "online_softmax")
         if _expected(path) == "pass":
             assert line["status"] == "pass", line

@@ -20,14 +20,11 @@ course's pages (their first screen) go to tests/browser.py's SCREENSHOTS folder.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +34,7 @@ import pytest
 from browser import SCREENSHOTS, chromium
 from conftest import ROOT
 from site_cache import load_build_site
+from static_server import serve
 
 pytestmark = pytest.mark.slow
 
@@ -95,19 +93,8 @@ def site(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
 @pytest.fixture(scope="module")
 def server(site: Path) -> Iterator[str]:
     """A static server of the site on a free localhost port; its base URL."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serve(site) as url:
+        yield url
 
 
 def _crawl(base: str) -> dict[str, dict]:

@@ -55,12 +55,15 @@ def test_each_deep_dive_is_folded_with_its_title_and_the_core_is_not(tmp_path: P
     core = re.sub(r"<details.*?</details>", "", folded, flags=re.DOTALL)
     assert "core_value" in core and "What the core taught" in core and "Deep dive" not in core
     assert "<details open" not in folded  # folded: closed until the reader opens it
-    assert len(folded) - len(html) < 400  # only the wrappers were added: no cell lost or repeated
+    links = hooks.open_in_links(page.file.src_uri.rsplit("/", 1)[-1], ROOT)  # the page's Colab/Binder links
+    assert folded.startswith(links)
+    assert len(folded) - len(links) - len(html) < 400  # only the wrappers were added: no cell lost or repeated
 
 
 def test_a_notebook_without_deep_dives_is_left_as_rendered(tmp_path: Path) -> None:
     html, page, config = _page(tmp_path, NOTEBOOK[:3])
-    assert hooks.on_page_content(html, page, config, files=[]) == html
+    links = hooks.open_in_links(page.file.src_uri.rsplit("/", 1)[-1], ROOT)  # the page's Colab/Binder links
+    assert hooks.on_page_content(html, page, config, files=[]) == links + html
 
 
 def test_the_cells_are_matched_to_the_notebook_or_the_build_stops(tmp_path: Path) -> None:

@@ -13,12 +13,15 @@ another host at page load) into ``build/site`` by default. Steps:
    benchmarks/results/*, notebooks/*.ipynb executed, api/), copy MathJax from the pinned PyPI package, and write
    a MkDocs configuration from ``site/mkdocs.yml`` with the navigation in syllabus order (files sorted by name:
    ``00_welcome`` ... ``12_...``);
-4. run MkDocs (Material theme, mkdocs-jupyter renders the executed notebooks) in strict mode.
+4. run MkDocs (Material theme, mkdocs-jupyter renders the executed notebooks) in strict mode;
+5. build course_lib's wheel into ``packages/``: where the notebooks' first cell installs it from where
+   ``course_lib`` is missing (Colab; ``course_lib.edition.install``).
 
 The reader sees the student version of each notebook, executed: every exercise is a stub whose check says
 "not implemented yet", and the cells after it run on the course's reference, so every figure and number is
-there while no exercise is spoiled (site/README.md says why). The script imports nothing from course_lib (the
-notebooks' kernels do), so a broken course_lib fails the notebook that shows it, with its traceback.
+there while no exercise is spoiled (site/README.md says why). The script imports nothing from course_lib before the
+notebooks have run (the notebooks' kernels do), so a broken course_lib fails the notebook that shows it, with its
+traceback.
 
 Usage::
 
@@ -283,6 +286,10 @@ def build(out: Path, cache: Path, smoke: bool, timeout: int) -> None:
     # NO_MKDOCS_2_WARNING: Material's notice about its end of life (May 2027), which site/README.md discusses.
     subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--clean", "-f", str(work / "mkdocs.yml")],
                    check=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    from course_lib.edition.install import build_wheel  # after the notebooks: they show a broken course_lib first
+
+    wheel = build_wheel(ROOT, out / "packages")  # what the notebooks' first cell installs where course_lib is missing
+    print(f"build_site: {wheel.relative_to(out)}", flush=True)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"build_site: site in {out} ({size / 1e6:.1f} MB) built in {time.perf_counter() - start:.0f} s; "
           f"serve it with: python -m http.server -d {out}", flush=True)

@@ -30,13 +30,14 @@ EXERCISES: dict[str, tuple[str, ...]] = {
     "nb04_masking": ("padding_mask", "causal_mask"),
     "nb05_encoder": ("feed_forward", "encoder_layer", "mean_pool"),
     "nb06_decoder": ("decoder_layer", "shift_right"),
-    "nb07_training_and_decoding": ("label_smoothed_cross_entropy", "transformer_lr", "beam_search_step"),
+    "nb07_training_and_decoding": ("label_smoothed_cross_entropy", "beam_search_step", "transformer_lr"),
     "nb08_vision_transformer": ("patchify", "add_cls_and_positions"),
     "nb09_why_self_attention": ("layer_flops", "max_path_length", "additive_attention"),
-    "nb10_language_model": ("lm_loss", "top_p_filter", "attend_with_cache"),
+    "nb10_language_model": ("lm_loss", "attend_with_cache", "top_p_filter"),
     "nb11_bert": ("mask_tokens", "mlm_loss", "classification_head"),
     "nb12_paper_experiments": ("average_weights",),
-    "nb13_todays_models": ("apply_rope", "rms_norm", "swiglu", "repeat_kv", "online_softmax"),
+    "nb13_todays_models": ("apply_rope", "rms_norm", "swiglu"),
+    "nb14_inference_at_scale": ("repeat_kv", "online_softmax"),
 }
 
 

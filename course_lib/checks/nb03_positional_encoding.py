@@ -139,7 +139,8 @@ def _frequencies_from_logspace(max_len: int, d_model: int) -> torch.Tensor:
 #: (:func:`course_lib.edition.backed.sinusoidal_frequencies`): the grader refuses that route here.
 FREQUENCIES_HINT = ("compute the frequencies from the formula, one over 10000 to the power 2i/d_model for the even "
                     "column indices 2i: PyTorch's geometric sequence (logspace, which the class edition's "
-                    "sinusoidal_frequencies runs) does that part of the exercise for you, so it is not accepted here.")
+                    "sinusoidal_frequencies runs) and the rotary embeddings' frequencies (rope_frequencies, "
+                    "rope_angles) do that part of the exercise for you, so they are not accepted here.")
 FREQUENCIES_DETAIL = "two_i = torch.arange(0, d_model, 2); angles = pos / 10000 ** (two_i / d_model)."
 
 
@@ -150,7 +151,8 @@ SINUSOIDAL_TABLE = register(Exercise(
     reference=sinusoidal_table,
     summary="the (max_len, d_model) table PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(...)",
     **public_and_hidden(_cases),
-    forbidden_calls=("torch.logspace",),
+    # the rotary embeddings' frequencies are notebook 03's, computed in float32 as the checkpoints do: another route
+    forbidden_calls=("torch.logspace", "course_lib.models.rope.rope_frequencies"),
     forbidden_ops=("logspace",),  # aten::logspace, whatever name reaches it
     forbidden_hint=FREQUENCIES_HINT,
     atol=1e-4,  # a table computed entirely in float32 (the Annotated Transformer's way) is correct too

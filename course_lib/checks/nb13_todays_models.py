@@ -1,40 +1,31 @@
-"""Exercises of notebook 13 (from the 2017 Transformer to today's models): rotary embeddings, RMSNorm, SwiGLU,
+"""Exercises of notebook 13 (from the 2017 Transformer to today's models): rotary embeddings, RMSNorm and SwiGLU.
 
 Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
 ``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
-the key/value heads of grouped-query attention, and the online softmax of FlashAttention.
+The key/value heads of grouped-query attention and the online softmax moved with their sections to notebook 14
+(:mod:`course_lib.checks.nb14_inference_at_scale`).
 
 References, all in :mod:`course_lib.models`: :func:`~course_lib.models.rope.apply_rope`,
 :class:`~course_lib.models.llama.RMSNorm` and :class:`~course_lib.models.llama.SwiGLU` (class exercises: the
-notebook gives the constructor, the learner writes ``forward``), :func:`~course_lib.models.gqa.repeat_kv` and
-:func:`~course_lib.models.flash_attention.online_softmax`.
+notebook gives the constructor, the learner writes ``forward``).
 
 The known mistakes are the ones these components are known for in the open models' issue trackers: the two RoPE
 layouts confused (or one layout's cosine table with the other's pairs), the norm's epsilon outside the square
-root, the SiLU on the wrong branch of the gate, key/value heads repeated in the wrong order (``repeat`` where
-``repeat_interleave`` is meant), and an online softmax whose running sum is not rescaled when the maximum grows.
-Beside them, the wrong answers a review from the student's seat wrote that got no hint or another mistake's: the
-interleaved pairs put back as halves, ``b`` rotated with the rotated ``a``, the base or the module's ``eps``
-ignored, ``(batch, seq)`` angles without a heads axis, a mean square over the whole tensor, GELU for SiLU, one
-projection used twice, a new tile taken against the old maximum, a short last tile dropped, ``dim`` ignored.
+root, the SiLU on the wrong branch of the gate. Beside them, the wrong answers a review from the student's seat
+wrote that got no hint or another mistake's: the interleaved pairs put back as halves, ``b`` rotated with the
+rotated ``a``, the base or the module's ``eps`` ignored, ``(batch, seq)`` angles without a heads axis, a mean
+square over the whole tensor, GELU for SiLU, one projection used twice.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course_lib.checks.nb00_welcome import SOFTMAX_FUNCTIONS
-from course_lib.checks.nb01_attention import ATTENTION_KERNELS
 from course_lib.checks.nb05_encoder import random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden, with_inputs
-from course_lib.exercises.passes import case_row_reads
-from course_lib.models.flash_attention import online_softmax
-from course_lib.models.gqa import repeat_kv
 from course_lib.models.llama import RMSNorm, SwiGLU
 from course_lib.models.rope import apply_rope
 
@@ -49,8 +40,8 @@ def _rope_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
     heads, d_k = (3, 12) if hidden else (2, 8)
     x = torch.randn(2, heads, 5, d_k, generator=gen)
     cases = [
-        Case("one pair (seq=1, d_k=2) at position 1: a rotation by 1 radian",
-             args=(torch.tensor([[1.0, 0.0]]), torch.tensor([1]))),
+        Case("two pairs (seq=1, d_k=4) at position 1: the first pair rotated by 1 radian, the second by 0.01",
+             args=(torch.tensor([[1.0, 0.0, 0.0, 1.0]]), torch.tensor([1]))),
         Case(f"(batch=2, heads={heads}, seq=5, d_k={d_k}), positions 0..4, layout='half' (Hugging Face)",
              args=(x, torch.arange(5))),
         Case("the same x, layout='interleaved' (Meta's original Llama, GPT-J)",
@@ -67,7 +58,24 @@ def _rope_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         cases.append(Case("(batch=3, seq=7, d_k=6) without a heads axis, positions 20..26, layout='interleaved'",
                           args=(torch.randn(3, 7, 6, generator=gen), torch.arange(20, 27)),
                           kwargs={"layout": "interleaved"}))
+    cases += _rope_seq_dim_and_dtype_cases(gen, hidden)
     return cases
+
+
+def _rope_seq_dim_and_dtype_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
+    """Meta's layout (batch, seq, heads, d_k) told by seq_dim, with heads == seq (the shape cannot tell the axes
+    apart: only seq_dim can), and a float64 input (the output keeps its dtype)."""
+    seq = 5 if hidden else 4
+    return [
+        Case(f"Meta's layout (batch=2, seq={seq}, heads={seq}, d_k=8) with seq_dim=1, positions 3..{seq + 2}: "
+             f"heads == seq, so only seq_dim says which axis holds the positions",
+             args=(torch.randn(2, seq, seq, 8, generator=gen), torch.arange(3, seq + 3)), kwargs={"seq_dim": 1}),
+        Case(f"Meta's layout with positions (batch=2, seq={seq}) and seq_dim=1, layout='interleaved'",
+             args=(torch.randn(2, seq, seq, 8, generator=gen), torch.stack([torch.arange(seq), torch.arange(seq) + 9])),
+             kwargs={"seq_dim": 1, "layout": "interleaved"}),
+        Case("float64 x (1, 2, 5, 8), positions 0..4: the output is float64 too",
+             args=(torch.randn(1, 2, 5, 8, generator=gen, dtype=torch.float64), torch.arange(5))),
+    ]
 
 
 def _swap_layout(layout):
@@ -166,6 +174,36 @@ def _rope_batch_angles_without_heads_axis(x, positions, base=10000.0, layout="ha
     return _rope_with(x, positions, base, layout, angles=angles)
 
 
+def _rope_seq_dim_ignored(x, positions, base=10000.0, layout="half", seq_dim=-2):
+    return apply_rope(x, positions, base, layout)  # the positions always on axis -2, whatever seq_dim says
+
+
+def _rope_float32_result(x, positions, base=10000.0, layout="half", seq_dim=-2):
+    angles = _angles(positions, x.shape[-1], base, x.dim())  # float32
+    a, b = _pairs(x.movedim(seq_dim, -2).float(), layout)  # x brought to float32 with the tables
+    out = _unpairs(a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos(), layout)
+    return out.movedim(-2, seq_dim)
+
+
+def _rope_frequencies_counted_from_one(x, positions, base=10000.0, layout="half"):
+    d_k = x.shape[-1]
+    omega = 1.0 / base ** (torch.arange(2, d_k + 2, 2, dtype=torch.float64) / d_k)  # i = 1 .. d_k/2, not 0 ..
+    angles = (positions.double()[..., None] * omega).float()
+    if positions.dim() == 2 and x.dim() == 4:
+        angles = angles[:, None]
+    return _rope_with(x, positions, base, layout, angles=angles)
+
+
+def _seq_dim_moved(rope):
+    """An answer for the course's layout made to take seq_dim: the positions' axis moved to -2 and back."""
+    def with_seq_dim(x, positions, base=10000.0, layout="half", seq_dim=-2):
+        return rope(x.movedim(seq_dim, -2), positions, base, layout).movedim(-2, seq_dim)
+    with_seq_dim.__name__ = with_seq_dim.__qualname__ = rope.__name__
+    with_seq_dim.__doc__ = rope.__doc__
+    return with_seq_dim
+
+
+@_seq_dim_moved
 def _rope_with_complex_numbers(x, positions, base=10000.0, layout="half"):
     """Meta's original code: each pair is one complex number, multiplied by e^(i theta)."""
     a, b = _pairs(x.double(), layout)
@@ -174,6 +212,7 @@ def _rope_with_complex_numbers(x, positions, base=10000.0, layout="half"):
     return _unpairs(turned.real, turned.imag, layout).to(x.dtype)
 
 
+@_seq_dim_moved
 def _rope_with_rotation_matrices(x, positions, base=10000.0, layout="half"):
     """One (d_k, d_k) rotation matrix per position, applied as a matrix product."""
     d_k = x.shape[-1]
@@ -187,6 +226,7 @@ def _rope_with_rotation_matrices(x, positions, base=10000.0, layout="half"):
     return (rotation @ x[..., None]).squeeze(-1)
 
 
+@_seq_dim_moved
 def _rope_rotate_half(x, positions, base=10000.0, layout="half"):
     """Hugging Face's x * cos + rotate_half(x) * sin (tables built for the layout's own pairing)."""
     d_k = x.shape[-1]
@@ -229,6 +269,11 @@ APPLY_ROPE = register(Exercise(
                 "head's d_k features (the exponent steps by 2/d_k, so the slowest pair's wavelength is about "
                 "2 pi base).",
                 detail="omega = 1.0 / base ** (torch.arange(0, d_k, 2) / d_k)."),
+        Mistake("frequencies counted from 1", _rope_frequencies_counted_from_one,
+                "the pairs are counted from i = 0: the first pair turns with omega_0 = base^0 = 1 (one radian per "
+                "position), the last with base^(-(d_k - 2)/d_k). Counting from 1 makes every pair turn as slowly "
+                "as the next one should.",
+                detail="omega = 1.0 / base ** (torch.arange(0, d_k, 2) / d_k): the exponents 0, 2/d_k, 4/d_k, ..."),
         Mistake("positions ignored", _rope_positions_ignored,
                 "rotate each row by the angle of its own absolute position, the one the positions argument gives: "
                 "with a cache, the new tokens start at the number of tokens seen, not at 0."),
@@ -252,6 +297,15 @@ APPLY_ROPE = register(Exercise(
                 "(silently, when both have the same size). Give it a heads axis of size 1 so that every head of "
                 "sequence b turns by sequence b's positions.",
                 detail="angles[:, None] (batch, 1, seq, d_k/2) when positions.dim() == 2 and x has a heads axis."),
+        Mistake("seq_dim ignored", _rope_seq_dim_ignored,
+                "the positions lie on the axis the seq_dim argument names: 1 for Meta's layout (batch, seq, heads, "
+                "d_k), not always the one before the last. When there are as many heads as positions the shapes "
+                "fit either way and nothing fails: only seq_dim tells the axes apart.",
+                detail="x = x.movedim(seq_dim, -2), rotate, then move the axis back with movedim(-2, seq_dim)."),
+        Mistake("float32 result for a float64 input", _rope_float32_result,
+                "return a tensor of x's dtype: the angles may be computed in float32, but cast their cosines and "
+                "sines to x's dtype and rotate x as it is, so that a float64 input gives a float64 output.",
+                detail="cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)."),
     ],
     also_correct=[_rope_with_complex_numbers, _rope_with_rotation_matrices, _rope_rotate_half],
 ))
@@ -540,352 +594,4 @@ SWIGLU = register(Exercise(
                 "only the gate branch goes through the SiLU; the up branch stays linear."),
     ],
     also_correct=[_SwigluSpelledOut, _SwigluOneMatrix],
-))
-
-
-# ---------------------------------------------------------------------------------------------------
-# 13.4 repeat_kv
-# ---------------------------------------------------------------------------------------------------
-
-def _repeat_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
-    seq, d_k = (6, 8) if hidden else (5, 4)
-    return [
-        Case("two key/value heads holding 10 and 20, 2 groups: heads (10, 10, 20, 20)",
-             args=(torch.tensor([10.0, 20.0]).view(1, 2, 1, 1), 2)),
-        Case(f"(batch=2, kv_heads=2, seq={seq}, d_k={d_k}), 3 groups: 6 query heads",
-             args=(torch.randn(2, 2, seq, d_k, generator=gen), 3)),
-        Case(f"(batch=1, kv_heads=4, seq={seq}, d_k={d_k}), 2 groups: 8 query heads",
-             args=(torch.randn(1, 4, seq, d_k, generator=gen), 2)),
-        Case("one key/value head, 4 groups (multi-query attention)",
-             args=(torch.randn(2, 1, seq, d_k, generator=gen), 4)),
-        Case("num_groups=1: multi-head attention, nothing to repeat",
-             args=(torch.randn(2, 3, seq, d_k, generator=gen), 1)),
-        Case(f"(batch=2, kv_heads=3, seq=2, d_k={d_k}), 2 groups (seq as short as the groups)",
-             args=(torch.randn(2, 3, 2, d_k, generator=gen), 2)),
-    ]
-
-
-def _repeat_tiled(x, num_groups):
-    return x.repeat(1, num_groups, 1, 1)  # heads 0, 1, 0, 1: query head h meets kv head h % num_kv_heads
-
-
-def _repeat_along_seq(x, num_groups):
-    return x.repeat_interleave(num_groups, dim=2)
-
-
-def _repeat_along_batch(x, num_groups):
-    return x.repeat_interleave(num_groups, dim=0)
-
-
-def _repeat_along_features(x, num_groups):
-    return x.repeat_interleave(num_groups, dim=-1)
-
-
-def _repeat_mixing_heads_and_positions(x, num_groups):
-    batch, kv_heads, seq, d_k = x.shape
-    return x[:, :, :, None].expand(batch, kv_heads, seq, num_groups, d_k).reshape(
-        batch, kv_heads * num_groups, seq, d_k)  # the group axis sits after seq: positions spill across heads
-
-
-def _repeat_one_fewer(x, num_groups):
-    return x.repeat_interleave(max(num_groups - 1, 1), dim=1)
-
-
-def _repeat_by_interleave(x, num_groups):
-    return torch.repeat_interleave(x, num_groups, dim=1)
-
-
-def _repeat_by_concatenation(x, num_groups):
-    return torch.cat([x[:, j:j + 1] for j in range(x.shape[1]) for _ in range(num_groups)], dim=1)
-
-
-def _repeat_by_index(x, num_groups):
-    source = torch.arange(x.shape[1] * num_groups) // num_groups  # query head h reads kv head h // num_groups
-    return x.index_select(1, source)
-
-
-REPEAT_KV = register(Exercise(
-    name="repeat_kv",
-    notebook=NOTEBOOK,
-    points=1,
-    differentiable=True,
-    reference=repeat_kv,
-    summary="grouped-query attention's key/value heads, each repeated for its group of consecutive query heads",
-    **public_and_hidden(_repeat_cases),
-    mistakes=[
-        Mistake("heads repeated in the wrong order", _repeat_tiled,
-                "each key/value head serves a group of CONSECUTIVE query heads: head j must be repeated in place, "
-                "num_groups times side by side (j, j, k, k), not the whole list of heads copied num_groups times "
-                "(j, k, j, k), which pairs query head h with key/value head h mod num_kv_heads.",
-                detail="x.repeat_interleave(num_groups, dim=1), not x.repeat(1, num_groups, 1, 1)."),
-        Mistake("repeated along the positions", _repeat_along_seq,
-                "repeat along the heads axis (axis 1 of (batch, kv_heads, seq, d_k)), not along the positions."),
-        Mistake("repeated along the batch", _repeat_along_batch,
-                "repeat along the heads axis (axis 1), not the batch axis: every sequence keeps its own keys."),
-        Mistake("repeated along the features", _repeat_along_features,
-                "repeat along the heads axis (axis 1), not the features: each head keeps d_k features."),
-        Mistake("group axis after the positions", _repeat_mixing_heads_and_positions,
-                "put the new group axis right after the key/value heads axis, before the positions, then merge it "
-                "with the heads: merging axes that are not neighbours mixes positions into heads."),
-        Mistake("one repeat too few", _repeat_one_fewer,
-                "each head appears num_groups times in the result, so that kv_heads * num_groups heads meet the "
-                "query heads."),
-    ],
-    also_correct=[_repeat_by_interleave, _repeat_by_concatenation, _repeat_by_index],
-))
-
-
-# ---------------------------------------------------------------------------------------------------
-# 13.5 online_softmax
-# ---------------------------------------------------------------------------------------------------
-
-def _online_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
-    rising = torch.arange(1.0, 10.0)[None] + torch.randn(2, 9, generator=gen) * 0.1
-    return [
-        Case("a row falling from 9 to 1, tile_size=3: the first tile holds the maximum",
-             args=(rising.flip(-1),), kwargs={"tile_size": 3}),
-        Case("a row rising from 1 to 9, tile_size=3: every tile raises the maximum",
-             args=(rising,), kwargs={"tile_size": 3}),
-        Case("(2, 10) logits of scale 3, tile_size=4 (a last tile of 2)",
-             args=(torch.randn(2, 10, generator=gen) * 3,), kwargs={"tile_size": 4}),
-        Case("large logits (1000 +- 5): exp overflows without a shift, tile_size=2",
-             args=(1000.0 + torch.randn(2, 7, generator=gen) * 5,), kwargs={"tile_size": 2}),
-        Case("very negative logits (-1000 +- 5): exp underflows to 0 without a shift, tile_size=3",
-             args=(-1000.0 + torch.randn(2, 7, generator=gen) * 5,), kwargs={"tile_size": 3}),
-        Case("tile_size larger than the row (one tile)", args=(torch.randn(3, 5, generator=gen) * 4,),
-             kwargs={"tile_size": 16}),
-        Case("dim=0 of a (12, 3) tensor, tile_size=5", args=(torch.randn(12, 3, generator=gen) * 4,),
-             kwargs={"dim": 0, "tile_size": 5}),
-        Case("(2, 3, 17) attention-like scores, tile_size=4" + (" (hidden)" if hidden else ""),
-             args=(torch.randn(2, 3, 17, generator=gen) * 4,), kwargs={"tile_size": 4}),
-    ]
-
-
-def _tiles(x, dim, tile_size):
-    rows = x.movedim(dim, -1)  # (..., n): the softmax axis last
-    return rows, [rows[..., s:s + tile_size] for s in range(0, rows.shape[-1], tile_size)]
-
-
-def _online_no_rescale(x, dim=-1, tile_size=32):
-    rows, tiles = _tiles(x, dim, tile_size)
-    m = torch.full_like(rows[..., :1], -math.inf)
-    total = torch.zeros_like(m)
-    for tile in tiles:
-        m = torch.maximum(m, tile.amax(-1, keepdim=True))
-        total = total + torch.exp(tile - m).sum(-1, keepdim=True)  # the old sum is not rescaled to the new max
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _online_rescale_inverted(x, dim=-1, tile_size=32):
-    rows, tiles = _tiles(x, dim, tile_size)
-    m = torch.full_like(rows[..., :1], -math.inf)
-    total = torch.zeros_like(m)
-    for tile in tiles:
-        new = torch.maximum(m, tile.amax(-1, keepdim=True))
-        factor = torch.where(torch.isinf(m), torch.zeros_like(m), torch.exp(new - m))  # exp(m' - m): upside down
-        total = total * factor + torch.exp(tile - new).sum(-1, keepdim=True)
-        m = new
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _online_tile_max_only(x, dim=-1, tile_size=32):
-    rows, tiles = _tiles(x, dim, tile_size)
-    total = torch.zeros_like(rows[..., :1])
-    for tile in tiles:
-        m = tile.amax(-1, keepdim=True)  # this tile's maximum, forgotten at the next tile
-        total = total + torch.exp(tile - m).sum(-1, keepdim=True)
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _online_sum_reset(x, dim=-1, tile_size=32):
-    rows, tiles = _tiles(x, dim, tile_size)
-    m = torch.full_like(rows[..., :1], -math.inf)
-    for tile in tiles:
-        m = torch.maximum(m, tile.amax(-1, keepdim=True))
-        total = torch.exp(tile - m).sum(-1, keepdim=True)  # the sum starts again at every tile
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _online_recurrence(x, dim, tile_size, start=-math.inf, terms_against_new_max=True):
-    """The online softmax's loop with two places a mutant changes: where the running maximum starts, and which
-    maximum (the new m' or the old m) the new tile's terms are taken against."""
-    rows, tiles = _tiles(x, dim, tile_size)
-    m = torch.full_like(rows[..., :1], start)
-    total = torch.zeros_like(m)
-    for tile in tiles:
-        new = torch.maximum(m, tile.amax(-1, keepdim=True))
-        shift = new if terms_against_new_max else m
-        total = total * torch.exp(m - new) + torch.exp(tile - shift).sum(-1, keepdim=True)
-        m = new
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _online_max_from_zero(x, dim=-1, tile_size=32):
-    return _online_recurrence(x, dim, tile_size, start=0.0)  # a running maximum that starts at 0, not -inf
-
-
-def _online_no_shift(x, dim=-1, tile_size=32):
-    rows, tiles = _tiles(x, dim, tile_size)
-    total = torch.zeros_like(rows[..., :1])
-    for tile in tiles:
-        total = total + torch.exp(tile).sum(-1, keepdim=True)
-    return (torch.exp(rows) / total).movedim(-1, dim)
-
-
-def _online_tile_against_old_max(x, dim=-1, tile_size=32):
-    return _online_recurrence(x, dim, tile_size, terms_against_new_max=False)  # exp(s_j - m), not exp(s_j - m')
-
-
-def _online_short_tile_dropped(x, dim=-1, tile_size=32):
-    rows = x.movedim(dim, -1)
-    m = torch.full_like(rows[..., :1], -math.inf)
-    total = torch.zeros_like(m)
-    for start in range(0, rows.shape[-1] - tile_size + 1, tile_size):  # whole tiles only: a short last one is lost
-        tile = rows[..., start:start + tile_size]
-        new = torch.maximum(m, tile.amax(-1, keepdim=True))
-        total = total * torch.exp(m - new) + torch.exp(tile - new).sum(-1, keepdim=True)
-        m = new
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _online_dim_ignored(x, dim=-1, tile_size=32):
-    return online_softmax(x, -1, tile_size)  # always the last axis
-
-
-def _online_by_logaddexp(x, dim=-1, tile_size=32):
-    """The running log of the sum, updated with logaddexp: the same recurrence in the log domain."""
-    rows, tiles = _tiles(x, dim, tile_size)
-    log_total = torch.full_like(rows[..., :1], -math.inf)
-    for tile in tiles:
-        top = tile.amax(-1, keepdim=True)
-        log_total = torch.logaddexp(log_total, top + torch.log(torch.exp(tile - top).sum(-1, keepdim=True)))
-    return torch.exp(rows - log_total).movedim(-1, dim)
-
-
-def _online_by_merging_tiles(x, dim=-1, tile_size=32):
-    """Every tile's own (maximum, sum), in one pass over the tiles, then merged (the split-K reduction of
-    FlashDecoding). Each tile is read once: its maximum and its sum in the same step."""
-    rows, tiles = _tiles(x, dim, tile_size)
-    stats = []
-    for t in tiles:
-        top = t.amax(-1, keepdim=True)  # (..., 1): this tile's maximum
-        stats.append((top, torch.exp(t - top).sum(-1, keepdim=True)))
-    maxima = torch.cat([top for top, _ in stats], dim=-1)  # (..., tiles)
-    sums = torch.cat([total for _, total in stats], dim=-1)  # (..., tiles)
-    m = maxima.amax(-1, keepdim=True)
-    total = (sums * torch.exp(maxima - m)).sum(-1, keepdim=True)
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _online_one_entry_at_a_time(x, dim=-1, tile_size=32):
-    """Milakov and Gimelshein's loop: one entry per step (tiles of one)."""
-    rows = x.movedim(dim, -1).double()
-    m = torch.full(rows.shape[:-1], -math.inf, dtype=torch.float64)
-    total = torch.zeros_like(m)
-    for j in range(rows.shape[-1]):
-        new = torch.maximum(m, rows[..., j])
-        total = total * torch.exp(m - new) + torch.exp(rows[..., j] - new)
-        m = new
-    return (torch.exp(rows - m[..., None]) / total[..., None]).to(x.dtype).movedim(-1, dim)
-
-
-def _two_pass_softmax(x, dim=-1, tile_size=32):
-    """Notebook 00's stable softmax: the whole row's maximum first, then the sum: right numbers, no tiles."""
-    e = torch.exp(x - x.amax(dim, keepdim=True))
-    return e / e.sum(dim, keepdim=True)
-
-
-def _two_pass_over_tiles(x, dim=-1, tile_size=32):
-    """Tiles, but two passes over them: the running maximum in the first, the sum against it in the second."""
-    rows, tiles = _tiles(x, dim, tile_size)
-    m = torch.full_like(rows[..., :1], -math.inf)
-    for tile in tiles:
-        m = torch.maximum(m, tile.amax(-1, keepdim=True))
-    total = torch.zeros_like(m)
-    for tile in tiles:  # the row read again, now that the maximum is known
-        total = total + torch.exp(tile - m).sum(-1, keepdim=True)
-    return (torch.exp(rows - m) / total).movedim(-1, dim)
-
-
-def _pytorchs_softmax(x, dim=-1, tile_size=32):
-    return torch.softmax(x, -1)  # the whole exercise in one call (and always on the last axis)
-
-
-def _softmax_by_pytorchs_attention(x, dim=-1, tile_size=32):
-    """The class edition's online_softmax_attention (PyTorch's fused attention) turned into a softmax: one query
-    of ones against keys x (d_k = 1) and the identity as values give softmax(x) as the weights' row."""
-    rows = x.movedim(dim, -1)  # (..., n)
-    n = rows.shape[-1]
-    ones = torch.ones(*rows.shape[:-1], 1, 1, dtype=x.dtype)  # (..., 1, 1): one query
-    identity = torch.eye(n, dtype=x.dtype).expand(*rows.shape[:-1], n, n)  # (..., n, n)
-    out = F.scaled_dot_product_attention(ones, rows[..., None], identity, scale=1.0)  # (..., 1, n)
-    return out[..., 0, :].movedim(-1, dim)
-
-
-#: The class edition computes ``online_softmax_attention`` (a give-away of this exercise: with the identity as
-#: values it is a softmax) through PyTorch's fused attention, so the grader refuses PyTorch's attention here too.
-ONLINE_FORBIDDEN_HINT = ("build the softmax from a running maximum and a rescaled running sum, tile by tile: "
-                         "PyTorch's softmax and its fused attention kernels (which run an online softmax inside) "
-                         "do the whole exercise for you, so they are not accepted here.")
-
-
-ONLINE_SOFTMAX = register(Exercise(
-    name="online_softmax",
-    notebook=NOTEBOOK,
-    points=2,
-    forbidden_calls=(*SOFTMAX_FUNCTIONS, "torch.nn.functional.scaled_dot_product_attention"),
-    forbidden_ops=("softmax", *ATTENTION_KERNELS),  # PyTorch's softmax and attention, whatever name reaches them
-    forbidden_hint=ONLINE_FORBIDDEN_HINT,
-    reference=online_softmax,
-    summary="softmax whose normaliser is found in one pass over tiles: a running maximum and a rescaled running sum",
-    **public_and_hidden(_online_cases),
-    access_check=case_row_reads,  # its outputs equal a two-pass softmax's: how it reads x tells them apart
-    mistakes=[
-        Mistake("the whole row at once (a two-pass softmax)", _two_pass_softmax,
-                "your numbers are right, but the maximum and the sum are taken over the whole row at once, as "
-                "notebook 00's stable softmax does. The exercise is the online softmax: read the row a tile of "
-                "tile_size entries at a time and keep a running maximum and a running sum, updated after each "
-                "tile, so that no step ever needs more than one tile.",
-                detail="loop over start in range(0, n, tile_size) with tile = rows[..., start:start + tile_size]; "
-                       "from each tile update m and l (m' = max(m, tile.amax(-1)), l' = l * exp(m - m') + "
-                       "exp(tile - m').sum(-1)); only after the loop return exp(rows - m) / l."),
-        Mistake("a maximum pass, then a sum pass", _two_pass_over_tiles,
-                "your numbers are right and you read the row in tiles, but twice: the maximum in a first pass, "
-                "the sum in a second. The online softmax finds both in the same pass: when a tile raises the "
-                "maximum, the sum so far is rescaled to the new maximum instead of being recomputed.",
-                detail="one loop: new = torch.maximum(m, tile.amax(-1, keepdim=True)); l = l * torch.exp(m - new) "
-                       "+ torch.exp(tile - new).sum(-1, keepdim=True); m = new."),
-        Mistake("running sum not rescaled", _online_no_rescale,
-                "when a tile raises the running maximum from m to m', the sum so far was computed against "
-                "exp(-m): multiply it by exp(m - m') before adding the new tile's terms."),
-        Mistake("new tile measured against the old maximum", _online_tile_against_old_max,
-                "once the maximum has grown to m', the whole running sum is measured against m': rescale the old "
-                "sum by exp(m - m') AND take the new tile's terms against the new maximum m', not the old m (the "
-                "old m is minus infinity at the first tile)."),
-        Mistake("a short last tile dropped", _online_short_tile_dropped,
-                "the last tile may be shorter than tile_size (10 entries in tiles of 4: 4, 4 and 2): it must be "
-                "summed too, or the sum misses its terms and the probabilities add up to more than 1."),
-        Mistake("dim ignored", _online_dim_ignored,
-                "take the softmax along the axis the dim argument names, not always the last one: move that axis "
-                "last, work there, and move it back."),
-        Mistake("rescaling factor upside down", _online_rescale_inverted,
-                "the old sum is multiplied by exp(m - m'), at most 1 since the maximum only grows: the old terms "
-                "shrink relative to the new, larger maximum."),
-        Mistake("each tile's own maximum", _online_tile_max_only,
-                "keep one RUNNING maximum, the largest entry seen so far, and rescale the sum whenever it grows; "
-                "a tile's own maximum is forgotten at the next tile."),
-        Mistake("sum restarted at every tile", _online_sum_reset,
-                "the running sum accumulates every tile's terms (after rescaling); starting it again at each tile "
-                "keeps only the last tile's."),
-        Mistake("running maximum started at 0", _online_max_from_zero,
-                "start the running maximum at minus infinity, the maximum of nothing: started at 0, rows of very "
-                "negative logits are shifted by too little and every exponential underflows to 0 (0/0)."),
-        Mistake("no maximum subtracted", _online_no_shift,
-                "subtract the running maximum before exponentiating, as notebook 00's stable softmax does: "
-                "exp(1000) overflows to infinity."),
-        Mistake("PyTorch's fused attention as a softmax", _softmax_by_pytorchs_attention, ONLINE_FORBIDDEN_HINT),
-        # after "dim ignored": on the dim=0 case both give the last axis's softmax, and that hint is the better one
-        Mistake("PyTorch's softmax", _pytorchs_softmax, ONLINE_FORBIDDEN_HINT),
-    ],
-    also_correct=[_online_by_logaddexp, _online_by_merging_tiles, _online_one_entry_at_a_time],
 ))

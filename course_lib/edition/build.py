@@ -53,7 +53,7 @@ from .strip import decorate_parts, replace_parts
 
 __all__ = ["strip_library", "build_edition", "build_student_folder", "stand_in_source", "store_exercise",
            "course_exercises", "copy_package", "rewrite_parts", "store_calls", "record_calls", "recordable",
-           "MANIFEST", "assignment_split", "mark_references", "withheld_for"]
+           "MANIFEST", "assignment_split", "make_colab_ready", "mark_references", "withheld_for"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -465,10 +465,15 @@ def readme(graded: str | None, pins: Sequence[str]) -> str:
 
 
 def _copy_notebooks(paths: Iterable[Path], out: Path) -> list[Path]:
+    """Copy the notebooks without outputs, and without the course's install cell: it would install the whole
+    ``course_lib``, every answer in it, where the edition's is missing (``--colab`` writes the edition's own)."""
+    from .install import is_install_cell
+
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for path in paths:
         nb = nbformat.read(path, as_version=4)
+        nb.cells = [cell for cell in nb.cells if not is_install_cell(cell)]
         for cell in nb.cells:
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
@@ -501,7 +506,7 @@ def assignment_split(graded: str, exercises: Sequence[Exercise], paths: Sequence
 
 
 def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bool = True,
-                  graded: str | None = None) -> dict[str, Any]:
+                  graded: str | None = None, colab: str | None = None) -> dict[str, Any]:
     """Build the class edition into ``out``: ``course_lib/`` (stripped), ``notebooks/``, ``pyproject.toml``.
 
     ``notebooks``: the student notebooks to include (default: every notebook of the course). With ``record``
@@ -512,6 +517,10 @@ def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bo
     and the earlier ones, the earlier ones' references shipped as they are (past due: the course's published
     solutions), the answers of ``graded`` and of every later notebook withheld, and only ``graded``'s calls
     recorded (:func:`assignment_split`). ``notebooks`` must then be None.
+
+    ``colab``: where the instructor will publish the edition's ``packages/`` folder (a URL): the edition's wheel is
+    built into ``out/packages/`` and every notebook's first cell installs it from there where ``course_lib`` is
+    missing (Colab), beside the PyTorch that is there (:func:`make_colab_ready`).
     """
     from course_lib.exercises.cli import NOTEBOOK_DIR
 
@@ -538,6 +547,8 @@ def build_edition(out: Path, notebooks: Sequence[Path] | None = None, record: bo
     pins = edition_pins()
     (out / "pyproject.toml").write_text(pyproject(pins), encoding="utf-8")
     (out / "README.md").write_text(readme(manifest["graded"], pins), encoding="utf-8")
+    if colab is not None:
+        manifest["colab"] = str(make_colab_ready(out, colab).relative_to(out))
     return manifest
 
 
@@ -571,6 +582,27 @@ def shipped_files(assignment: Path, notebook: Path, checks: str) -> list[Path]:
                 and not path.name.startswith(".") and path.name != "__pycache__":
             warnings.warn(f"--assignment {assignment}: {path.name} is not shipped to students ({why})", stacklevel=2)
     return chosen
+
+
+def make_colab_ready(edition: Path, packages: str) -> Path:
+    """Make a built edition installable where only a PyTorch is (Colab): returns its wheel in ``packages/``.
+
+    The edition's ``pyproject.toml`` declares the course's dependencies (so that the wheel brings what Colab lacks,
+    and keeps what it has), its wheel is built into ``edition/packages/``, and every notebook's install cell
+    (:mod:`course_lib.edition.install`) installs that wheel from ``packages``, where the instructor publishes the
+    folder (a URL, or a path for a local class).
+    """
+    from .install import build_wheel, course_dependencies, install_cell_source, set_install_cell
+
+    # The course's declared ranges, not the pins: Colab's own PyTorch (and numpy...) are kept, never replaced.
+    (edition / "pyproject.toml").write_text(pyproject(course_dependencies()), encoding="utf-8")
+    wheel = build_wheel(edition, edition / "packages")
+    source = install_cell_source(course_lib.__version__, packages)
+    for path in sorted((edition / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        if set_install_cell(nb, source):
+            nbformat.write(nb, path)
+    return wheel
 
 
 def build_student_folder(assignment: Path, out: Path, record: bool = True) -> dict[str, Any]:

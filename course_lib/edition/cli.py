@@ -4,6 +4,7 @@
     course-class-edition --out class/                       # the course: notebooks/ + course_lib/ + pyproject.toml
     course-class-edition --out class/ --notebooks 00 01     # only these notebooks (their calls recorded)
     course-class-edition --assignment assignments/kv_cache --out kv_student/   # an assignment's student folder
+    course-class-edition --graded 05 --out class05/ --colab https://example.org/class05/packages   # for Colab
 
 ``--graded NN`` is how a class runs, one notebook graded a week: it ships notebooks 00 to NN, withholds the
 answers of NN (and of every later notebook, whose modules stay in ``course_lib``), ships the earlier notebooks'
@@ -29,12 +30,16 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="output folder (new or empty)")
     parser.add_argument("--notebooks", nargs="*", default=None,
-                        help="notebook numbers or names to include (default: every notebook, 00 to 13)")
+                        help="notebook numbers or names to include (default: every notebook, 00 to 14)")
     parser.add_argument("--graded", default=None, metavar="NN",
                         help="the edition of one assignment: notebooks 00..NN, NN's answers withheld (and later ones')")
     parser.add_argument("--assignment", type=Path, default=None,
                         help="build the student folder of this assignment folder instead of the course")
     parser.add_argument("--no-record", action="store_true", help="do not run the notebooks to record their calls")
+    parser.add_argument("--colab", default=None, metavar="URL",
+                        help="Colab-ready: build the edition's wheel into OUT/packages/, and make every notebook's "
+                             "first cell install it from URL (where you publish that folder) where course_lib is "
+                             "missing")
     args = parser.parse_args(argv)
     from .build import build_edition, build_student_folder
 
@@ -54,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         if not paths:
             parser.error(f"no notebook matches {args.notebooks}")
     try:
-        manifest = build_edition(args.out, paths, record=not args.no_record, graded=args.graded)
+        manifest = build_edition(args.out, paths, record=not args.no_record, graded=args.graded, colab=args.colab)
     except (FileExistsError, ValueError) as err:
         parser.error(str(err))
     kinds = [part["kind"] for part in manifest["parts"].values()]
@@ -63,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
           f"exercises checked from stored data, {len(manifest['exercises'])} withheld; graded parts: "
           f"{kinds.count('backed')} PyTorch-backed, "
           f"{kinds.count('stored')} stored outputs, {kinds.count('withheld')} withheld")
+    if manifest.get("colab"):
+        print(f"Colab-ready: publish {args.out / 'packages'} at {args.colab}; every notebook's first cell installs "
+              f"{manifest['colab']} from there where course_lib is missing")
     return 0
 
 

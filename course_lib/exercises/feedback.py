@@ -126,9 +126,11 @@ KIND_HINTS = {
     "modified": "work on a copy: an in-place operation (-=, /=, x[...] = ..., .add_()) on an argument changes "
                 "the caller's tensor too.",
     "gradient": NOT_DIFFERENTIABLE_HINT,
-    "gradient-values": "the output is right on this case but its gradients are not: the result depends on an "
-                       "input it should not (or not on one it should), which these inputs happen to hide. Check "
-                       "which argument feeds each step.",
+    "gradient-values": "the output is right on this case but its gradients are not. Either the gradient is cut "
+                       "somewhere (a .detach() or a value taken out of PyTorch makes a step a constant to "
+                       "autograd, though it depends on the input), or the result depends on an input it should "
+                       "not (or not on one it should), which these inputs happen to hide. Check which argument "
+                       "feeds each step.",
     "alias": "return a new tensor built by your operations (or x.clone()), not the argument itself.",
     "train": "in evaluation mode your module is right; in training mode it is not, so dropout is missing or in "
              "another place: apply it exactly where the exercise's text says.",

@@ -46,7 +46,7 @@ from .records.lms import MOODLE_FIELDS
 from .records.publish import ROSTER_COPY, ClassOptions, export, stored_roster
 from .records.report import report_name, write_json, write_markdown
 from .records.report_types import SubmissionReport
-from .records.roster import Roster, RosterError, RosterProblem, read_roster, rekey, write_roster
+from .records.roster import Roster, RosterError, RosterProblem, adopt, read_roster, rekey, write_roster
 from .runner import CourseCopy, GradeConfig, grade_submission, resolve_notebook
 from .sandbox.sandbox import SandboxUnavailable, probe
 from .submission import display_name, file_sha256
@@ -132,6 +132,11 @@ def _todo(book: Gradebook, students: dict[Path, str], options: ClassOptions, out
             assert record is not None
             copy = kept_copy(out, record.sha256) if out is not None else None
             wanted = options.regrade or student in regrade
+            if wanted and options.grade_given:  # the instructor names this earlier file: it becomes current
+                _say(quiet, f"{display_name(path.name)!r} ({student}): an earlier submission than {record.file}, "
+                            "graded as the instructor named it (--grade-given)")
+                todo.append((path, student, "regrade (named)"))
+                continue
             _say(quiet, f"{display_name(path.name)!r} ({student}): superseded by {record.file} (graded "
                         f"{record.graded_at}); " + ("regrading the current one" if wanted and copy else
                         "the current one has no kept copy: give its file to regrade it" if wanted else
@@ -345,7 +350,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel (default 1)")
     parser.add_argument("--regrade", action="store_true", help="grade every given submission, changed or not")
     parser.add_argument("--regrade-student", action="append", default=[], metavar="ID",
-                        help="grade this student's submission again even if unchanged (repeatable)")
+                        help="grade this student's current submission again (the kept copy when the files given "
+                             "hold only an earlier one, or none of theirs; repeatable)")
+    parser.add_argument("--grade-given", action="store_true",
+                        help="with --regrade-student: grade the student's file as given even when it is an earlier "
+                             "submission than their current one (it becomes current)")
     parser.add_argument("--allow-module", action="append", default=[],
                         help="a further module exercise cells may import, its package then shown in the sandbox, "
                              "which holds only the course's dependencies otherwise (repeatable)")
@@ -414,7 +423,8 @@ def _options(args: argparse.Namespace, parser: argparse.ArgumentParser, book: Gr
         except (OSError, ValueError) as err:
             parser.error(f"--extensions: {err}")
     return ClassOptions(roster=roster, regrade=getattr(args, "regrade", False), lms=lms, extensions=extensions,
-                        regrade_students=tuple(getattr(args, "regrade_student", [])), rule=rule, times=times,
+                        regrade_students=tuple(getattr(args, "regrade_student", [])),
+                        grade_given=getattr(args, "grade_given", False), rule=rule, times=times,
                         assignment=args.assignment, feedback_details=args.feedback_details,
                         feedback_html=args.feedback_html)
 
@@ -437,6 +447,15 @@ def _changed_roster(new: Roster, args: argparse.Namespace, parser: argparse.Argu
                          "sis_user_id) to the new roster; nothing was changed")
         for line in kept:
             _say(getattr(args, "quiet", False), f"roster change: {line}")
+        write_roster(keyed, args.out / ROSTER_COPY)
+        return keyed
+    if book is not None and book.current():  # the first roster, after files were graded without one
+        keyed, kept, unplaced = adopt(new, {k: r.file for k, r in book.current().items()})
+        for line in kept:
+            _say(getattr(args, "quiet", False), f"roster: {line}")
+        for line in unplaced:
+            print(f"course-grade: roster: graded, on no roster student (in summary.csv, not in the LMS files): {line}",
+                  file=sys.stderr)
         write_roster(keyed, args.out / ROSTER_COPY)
         return keyed
     (args.out / ROSTER_COPY).write_bytes(args.roster.read_bytes())

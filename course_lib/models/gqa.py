@@ -33,7 +33,7 @@ from torch import nn
 from course_lib.models.attention import fused_attention, merge_heads, scaled_dot_product_attention, split_heads
 from course_lib.models.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.masking import sliding_window_mask
-from course_lib.models.rope import ROPE_LAYOUTS, apply_rope
+from course_lib.models.rope import ROPE_LAYOUTS, Llama3Scaling, apply_rope
 from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["repeat_kv", "sliding_window_mask", "GroupedQueryAttention"]
@@ -76,6 +76,17 @@ def _check_mask(mask: object, target: tuple[int, ...]) -> None:
                          f"{getattr(mask, 'dtype', type(mask).__name__)} {tuple(getattr(mask, 'shape', ()))}")
 
 
+def _check_positions(positions: object, batch: int, seq: int) -> None:
+    """Token positions must be an integer tensor ``(seq,)`` or ``(batch or 1, seq)``, one per token of ``x``."""
+    if not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dtype == torch.bool \
+            or positions.dim() not in (1, 2) or positions.shape[-1] != seq \
+            or (positions.dim() == 2 and positions.shape[0] not in (1, batch)):
+        raise ValueError(f"GroupedQueryAttention: positions must be an integer tensor of shape (seq={seq},) or "
+                         f"(batch={batch}, seq={seq}), one position per token of x, got "
+                         f"{getattr(positions, 'dtype', type(positions).__name__)} "
+                         f"{tuple(getattr(positions, 'shape', ()))}")
+
+
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention with ``num_heads`` query heads sharing ``num_kv_heads`` key/value heads, RoPE,
     an optional key/value cache and an optional sliding window.
@@ -87,7 +98,8 @@ class GroupedQueryAttention(nn.Module):
             attention; 1: multi-query attention).
         d_k: features per head (default ``d_model // num_heads``; some models choose another).
         bias: biases on the four projections (Llama: none).
-        rope_base: RoPE's ``base`` (``rope_theta``).
+        rope_base: RoPE's ``base`` (``rope_theta``), or a :class:`~course_lib.models.rope.Llama3Scaling` (Llama 3.1's
+            scaled frequencies, its ``rope_theta`` included).
         rope_layout: ``"half"`` (Hugging Face) or ``"interleaved"`` (Meta's original checkpoints).
         window: sliding-window length, or None for full causal attention.
 
@@ -97,8 +109,10 @@ class GroupedQueryAttention(nn.Module):
     Shapes (forward): ``x`` ``(batch, seq, d_model)``; ``cache`` a :class:`~course_lib.models.kv_cache.KVCache` that
     stores keys and values ``(batch, num_kv_heads, stored, d_k)`` (the tokens in ``x`` follow its ``seen``
     positions); ``mask`` an optional extra boolean mask broadcastable to ``(batch, num_heads, seq, keys)``
-    (e.g. padding), ANDed with the causal/window mask. Returns ``(output (batch, seq, d_model), weights
-    (batch, num_heads, seq, keys) or None)``.
+    (e.g. padding), ANDed with the causal/window mask; ``positions`` optional integer ``(seq,)`` or ``(batch, seq)``:
+    the token positions the queries and keys are rotated by (Hugging Face's ``position_ids``; default the indices
+    ``cache.seen ..``: the causal and window masks always follow the order of the tokens). Returns
+    ``(output (batch, seq, d_model), weights (batch, num_heads, seq, keys) or None)``.
 
     Example:
         >>> from course_lib.models.kv_cache import KVCache
@@ -111,13 +125,18 @@ class GroupedQueryAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int | None = None, d_k: int | None = None,
-                 bias: bool = False, rope_base: float = 10000.0, rope_layout: str = "half",
+                 bias: bool = False, rope_base: float | Llama3Scaling = 10000.0, rope_layout: str = "half",
                  window: int | None = None) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        d_k = d_model // num_heads if d_k is None and isinstance(num_heads, int) and num_heads > 0 else d_k
-        check_positive_ints("GroupedQueryAttention", d_model=d_model, num_heads=num_heads,
-                            num_kv_heads=num_kv_heads, d_k=d_k)
+        check_positive_ints("GroupedQueryAttention", d_model=d_model, num_heads=num_heads, num_kv_heads=num_kv_heads)
+        if d_k is None and d_model % num_heads:
+            raise ValueError(f"GroupedQueryAttention: d_model={d_model} must be divisible by num_heads={num_heads} "
+                             f"(each head gets d_k = d_model / num_heads features; {num_heads} x "
+                             f"{d_model // num_heads} = {num_heads * (d_model // num_heads)} != {d_model}), or give "
+                             f"d_k explicitly")
+        d_k = d_model // num_heads if d_k is None else d_k
+        check_positive_ints("GroupedQueryAttention", d_k=d_k)
         if num_heads % num_kv_heads:
             raise ValueError(f"GroupedQueryAttention: num_kv_heads={num_kv_heads} must divide "
                              f"num_heads={num_heads} (each key/value head serves a whole group of query heads)")
@@ -127,6 +146,10 @@ class GroupedQueryAttention(nn.Module):
             raise ValueError(f"GroupedQueryAttention: rope_layout must be one of {ROPE_LAYOUTS}, got {rope_layout!r}")
         if window is not None:
             check_positive_ints("GroupedQueryAttention", window=window)
+        if not isinstance(rope_base, Llama3Scaling) and (isinstance(rope_base, bool) or not isinstance(
+                rope_base, (int, float)) or not rope_base > 1):
+            raise ValueError(f"GroupedQueryAttention: rope_base must be a number > 1 (rope_theta) or a "
+                             f"Llama3Scaling, got {rope_base!r}")
         self.d_model, self.num_heads, self.num_kv_heads, self.d_k = d_model, num_heads, num_kv_heads, d_k
         self.rope_base, self.rope_layout, self.window = rope_base, rope_layout, window
         self.w_q = nn.Linear(d_model, num_heads * d_k, bias=bias)
@@ -135,7 +158,7 @@ class GroupedQueryAttention(nn.Module):
         self.w_o = nn.Linear(num_heads * d_k, d_model, bias=bias)
 
     def _check_forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None,
-                       need_weights: bool = False) -> None:
+                       need_weights: bool = False, positions: torch.Tensor | None = None) -> None:
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() != 3 \
                 or x.shape[-1] != self.d_model or x.shape[1] < 1:
             raise ValueError(f"GroupedQueryAttention: x must be a floating-point tensor of shape (batch, seq >= 1, "
@@ -151,24 +174,28 @@ class GroupedQueryAttention(nn.Module):
             kept = 0 if cache is None else cache.length if not isinstance(cache, SlidingWindowCache) \
                 else min(cache.length, cache.window - 1)
             _check_mask(mask, (x.shape[0], self.num_heads, x.shape[1], kept + x.shape[1]))
+        if positions is not None:
+            _check_positions(positions, x.shape[0], x.shape[1])
 
     @validated_by(_check_forward)
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                need_weights: bool = False, positions: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from every position of ``x`` to the earlier ones (and the cached ones); see the class docstring."""
         seq = x.shape[1]
-        start = cache.seen if cache is not None else 0  # the absolute position of x's first token
-        positions = torch.arange(start, start + seq, device=x.device)  # (seq,)
+        start = cache.seen if cache is not None else 0  # the index of x's first token
+        indices = torch.arange(start, start + seq, device=x.device)  # (seq,): the order the masks follow
+        positions = indices if positions is None else positions.to(x.device)  # (seq,) or (batch, seq): rotations
         q = split_heads(self.w_q(x), self.num_heads)  # (batch, num_heads, seq, d_k)
         k = split_heads(self.w_k(x), self.num_kv_heads)  # (batch, num_kv_heads, seq, d_k)
         v = split_heads(self.w_v(x), self.num_kv_heads)  # (batch, num_kv_heads, seq, d_k)
         q = apply_rope(q, positions, self.rope_base, self.rope_layout)
         k = apply_rope(k, positions, self.rope_base, self.rope_layout)  # rotated once, then cached
-        key_positions = positions  # (keys,): without a cache, the keys are these positions
+        key_indices = indices  # (keys,): without a cache, the keys are these tokens
         if cache is not None:
             k, v = cache.update(k, v)  # (batch, num_kv_heads, keys, d_k): the cached positions, then these
-            key_positions = cache.key_positions(x.device)  # (keys,): absolute, a rolling cache's included
-        allowed = sliding_window_mask(positions, key_positions, self.window)[None, None]  # (1, 1, seq, keys)
+            key_indices = cache.key_positions(x.device)  # (keys,): absolute, a rolling cache's included
+        allowed = sliding_window_mask(indices, key_indices, self.window)[None, None]  # (1, 1, seq, keys)
         if mask is not None:
             allowed = allowed & mask  # (batch or 1, num_heads or 1, seq, keys)
         groups = self.num_heads // self.num_kv_heads

@@ -36,6 +36,7 @@ from torch import nn
 from course_lib.models.gqa import GroupedQueryAttention
 from course_lib.models.kv_cache import KVCache, SlidingWindowCache
 from course_lib.models.layers import normal_init_
+from course_lib.models.rope import Llama3Scaling
 from course_lib.validation import check_positive_ints, validated_by
 
 __all__ = ["RMSNorm", "SwiGLU", "swiglu_width", "LlamaBlock", "Llama"]
@@ -50,20 +51,21 @@ class RMSNorm(nn.Module):
 
     Args:
         d_model: size of the normalised axis.
-        eps: added to the mean square (Llama 1e-6 or 1e-5).
+        eps: added to the mean square (Llama 1e-6 or 1e-5); must be > 0, or a row of zeros gives 0/0 = NaN.
 
     Shapes: ``x`` ``(..., d_model)`` -> ``(..., d_model)``.
 
     Example:
-        >>> RMSNorm(2, eps=0.0)(torch.tensor([[3.0, 4.0]]))        # rms = sqrt((9 + 16) / 2)
+        >>> RMSNorm(2, eps=1e-6)(torch.tensor([[3.0, 4.0]]))       # rms = sqrt((9 + 16) / 2 + 1e-6)
         tensor([[0.8485, 1.1314]], grad_fn=<MulBackward0>)
     """
 
     def __init__(self, d_model: int, eps: float = 1e-6) -> None:
         super().__init__()
         check_positive_ints("RMSNorm", d_model=d_model)
-        if not eps >= 0:
-            raise ValueError(f"RMSNorm: eps must be >= 0, got {eps!r}")
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+            raise ValueError(f"RMSNorm: eps must be a number > 0 (it keeps a row of zeros from dividing 0 by 0), "
+                             f"got {eps!r}")
         self.d_model, self.eps = d_model, eps
         self.weight = nn.Parameter(torch.ones(d_model))  # the gain g, one per feature
 
@@ -124,6 +126,13 @@ class SwiGLU(nn.Module):
         self.w_up = nn.Linear(d_model, d_ff, bias=bias)
         self.w_down = nn.Linear(d_ff, d_model, bias=bias)
 
+    def _check_forward(self, x: torch.Tensor) -> None:
+        d_model = self.w_gate.in_features
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1 or x.shape[-1] != d_model:
+            raise ValueError(f"SwiGLU: x must be a floating-point tensor of shape (..., d_model={d_model}), "
+                             f"got {getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
+
+    @validated_by(_check_forward)
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = F.silu(self.w_gate(x)) * self.w_up(x)  # (..., d_ff): the gate times the linear branch
         return self.w_down(hidden)  # (..., d_model)
@@ -149,7 +158,7 @@ class LlamaBlock(nn.Module):
     """
 
     def __init__(self, d_model: int, num_heads: int, num_kv_heads: int | None = None, d_ff: int | None = None,
-                 norm_eps: float = 1e-6, rope_base: float = 10000.0, rope_layout: str = "half",
+                 norm_eps: float = 1e-6, rope_base: float | Llama3Scaling = 10000.0, rope_layout: str = "half",
                  window: int | None = None, d_k: int | None = None, attention_bias: bool = False,
                  mlp_bias: bool = False) -> None:
         super().__init__()
@@ -159,8 +168,9 @@ class LlamaBlock(nn.Module):
         self.norm2 = RMSNorm(d_model, norm_eps)
         self.feed_forward = SwiGLU(d_model, d_ff, mlp_bias)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.self_attn(self.norm1(x), cache, mask)[0]  # (batch, seq, d_model)
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None, mask: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.self_attn(self.norm1(x), cache, mask, positions=positions)[0]  # (batch, seq, d_model)
         return x + self.feed_forward(self.norm2(x))
 
 
@@ -175,7 +185,8 @@ class Llama(nn.Module):
         max_len: the context the model is meant for (Hugging Face's ``max_position_embeddings``). RoPE has no
             table that ends there, so it is recorded, not enforced; a ``window`` bounds what each query sees.
         norm_eps: the RMSNorms' epsilon.
-        rope_base, rope_layout: RoPE's base (``rope_theta``) and pairing (``"half"`` for Hugging Face's
+        rope_base, rope_layout: RoPE's base (``rope_theta``, or a :class:`~course_lib.models.rope.Llama3Scaling` for
+            Llama 3.1's scaled frequencies) and pairing (``"half"`` for Hugging Face's
             checkpoints, ``"interleaved"`` for Meta's original ones).
         window: sliding-window attention length (Mistral), or None.
         tie_weights: share ``lm_head``'s weight with the token embedding.
@@ -185,8 +196,9 @@ class Llama(nn.Module):
     Initialisation as Hugging Face's: N(0, 0.02^2) for every matrix, zeros for biases, ones for the norms.
 
     Shapes: ``tokens`` integer ``(batch, seq)``; ``cache`` None or one :class:`~course_lib.models.kv_cache.KVCache`
-    per layer (:meth:`make_cache`), the tokens following its ``seen`` positions -> logits
-    ``(batch, seq, vocab_size)``.
+    per layer (:meth:`make_cache`), the tokens following its ``seen`` positions; ``positions`` optional integer
+    ``(seq,)`` or ``(batch, seq)``, the positions the rotations use (Hugging Face's ``position_ids``; default the
+    token indices) -> logits ``(batch, seq, vocab_size)``.
 
     Example (generation with a cache, one token at a time after the prompt):
         >>> lm = Llama(vocab_size=50, d_model=16, num_heads=4, num_layers=2, num_kv_heads=1).eval()
@@ -199,7 +211,7 @@ class Llama(nn.Module):
 
     def __init__(self, vocab_size: int, d_model: int = 128, num_heads: int = 4, num_layers: int = 4,
                  num_kv_heads: int | None = None, d_ff: int | None = None, max_len: int = 2048,
-                 norm_eps: float = 1e-6, rope_base: float = 10000.0, rope_layout: str = "half",
+                 norm_eps: float = 1e-6, rope_base: float | Llama3Scaling = 10000.0, rope_layout: str = "half",
                  window: int | None = None, tie_weights: bool = False, d_k: int | None = None,
                  attention_bias: bool = False, mlp_bias: bool = False) -> None:
         super().__init__()
@@ -246,15 +258,15 @@ class Llama(nn.Module):
                              f"{len(cache) if isinstance(cache, (list, tuple)) else '-'}")
 
     def hidden_states(self, tokens: torch.Tensor, cache: list[KVCache] | None = None,
-                      mask: torch.Tensor | None = None) -> torch.Tensor:
+                      mask: torch.Tensor | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The final RMSNorm's output: ``(batch, seq)`` -> ``(batch, seq, d_model)``; ``cache`` is updated."""
         self._check(tokens, cache)
         x = self.token_embedding(tokens)  # (batch, seq, d_model)
         for i, layer in enumerate(self.layers):
-            x = layer(x, None if cache is None else cache[i], mask)
+            x = layer(x, None if cache is None else cache[i], mask, positions)
         return self.norm(x)
 
     def forward(self, tokens: torch.Tensor, cache: list[KVCache] | None = None,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
+                mask: torch.Tensor | None = None, positions: torch.Tensor | None = None) -> torch.Tensor:
         """Next-token logits at every position: ``(batch, seq)`` -> ``(batch, seq, vocab_size)``."""
-        return self.lm_head(self.hidden_states(tokens, cache, mask))
+        return self.lm_head(self.hidden_states(tokens, cache, mask, positions))

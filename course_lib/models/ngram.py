@@ -17,14 +17,16 @@ the next order whole. Each distribution sums to 1 over the vocabulary (tested).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
+from dataclasses import dataclass
 
 import torch
 
 from course_lib.validation import check_positive_ints
 
-__all__ = ["KneserNeyLM"]
+__all__ = ["KneserNeyLM", "KneserNeyTuning", "tune_kneser_ney"]
 
 
 def _token_ids(stream: torch.Tensor, vocab_size: int, fn: str, name: str) -> list[int]:
@@ -38,6 +40,11 @@ def _token_ids(stream: torch.Tensor, vocab_size: int, fn: str, name: str) -> lis
         raise ValueError(f"{fn}: {name} must hold ids in [0, vocab_size={vocab_size}), got ids from "
                          f"{int(stream.min())} to {int(stream.max())}")
     return stream.tolist()
+
+
+def _check_discount(discount: object, fn: str) -> None:
+    if isinstance(discount, bool) or not isinstance(discount, (int, float)) or not 0.0 < discount < 1.0:
+        raise ValueError(f"{fn}: discount must be a number in (0, 1), got {discount!r}")
 
 
 class KneserNeyLM:
@@ -55,8 +62,7 @@ class KneserNeyLM:
     def __init__(self, stream: torch.Tensor, vocab_size: int, order: int = 3, discount: float = 0.75) -> None:
         if not isinstance(order, int) or order < 1:
             raise ValueError(f"KneserNeyLM: order must be an integer >= 1, got {order!r}")
-        if not 0.0 < discount < 1.0:
-            raise ValueError(f"KneserNeyLM: discount must be in (0, 1), got {discount}")
+        _check_discount(discount, "KneserNeyLM")
         check_positive_ints("KneserNeyLM", vocab_size=vocab_size)
         ids = _token_ids(stream, vocab_size, "KneserNeyLM", "stream")
         if not ids:
@@ -77,6 +83,19 @@ class KneserNeyLM:
                 types[gram[:-1]] += 1
             self.context_total[k], self.context_types[k] = total, types
         self.uni_total = sum(self.counts[1].values())
+
+    def rediscounted(self, discount: float) -> KneserNeyLM:
+        """The same counts with another discount (the counts do not depend on it: no recounting).
+
+        Example:
+            >>> lm = KneserNeyLM(torch.tensor([0, 1, 2, 0, 1]), vocab_size=3, order=2)
+            >>> lm.rediscounted(0.9).discount, lm.discount
+            (0.9, 0.75)
+        """
+        _check_discount(discount, "KneserNeyLM.rediscounted")
+        other = copy.copy(self)  # shares the count tables, which are never changed after __init__
+        other.discount = discount
+        return other
 
     def _p1(self, w: int) -> float:
         d, uni = self.discount, self.counts[1]
@@ -119,3 +138,36 @@ class KneserNeyLM:
         if not nll:
             raise ValueError("KneserNeyLM.perplexity: no token to score")
         return math.exp(sum(nll) / len(nll))
+
+
+@dataclass(frozen=True)
+class KneserNeyTuning:
+    """The order and discount :func:`tune_kneser_ney` chose, and the development perplexity of every pair tried
+    (``dev_perplexity[order][discount]``)."""
+
+    order: int
+    discount: float
+    dev_perplexity: dict[int, dict[float, float]]
+
+
+def tune_kneser_ney(train: torch.Tensor, dev: torch.Tensor, vocab_size: int, orders: tuple[int, ...] = (1, 2, 3, 4, 5),
+                    discounts: tuple[float, ...] = (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95)) -> KneserNeyTuning:
+    """Choose the order and discount of a :class:`KneserNeyLM` on held-out text: each order counted on ``train``
+    once, every discount scored on ``dev``, the lowest development perplexity kept.
+
+    ``dev`` must be text the final model is not scored on (a development split of the training documents):
+    choosing on the validation text itself would tune the baseline on its own test.
+
+    Example:
+        >>> train, dev = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 3]), torch.tensor([0, 1, 2, 0, 1])
+        >>> tune_kneser_ney(train, dev, vocab_size=4, orders=(1, 3), discounts=(0.5, 0.9)).order
+        3
+    """
+    if not orders or not discounts:
+        raise ValueError(f"tune_kneser_ney: orders and discounts must not be empty, got {orders!r}, {discounts!r}")
+    table: dict[int, dict[float, float]] = {}
+    for order in orders:
+        counted = KneserNeyLM(train, vocab_size, order)
+        table[order] = {d: counted.rediscounted(d).perplexity(dev) for d in discounts}
+    order, discount = min(((o, d) for o in table for d in table[o]), key=lambda pair: table[pair[0]][pair[1]])
+    return KneserNeyTuning(order, discount, table)

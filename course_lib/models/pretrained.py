@@ -32,6 +32,7 @@ import torch
 
 from course_lib.models.gpt import GPT
 from course_lib.models.llama import Llama
+from course_lib.models.rope import Llama3Scaling
 
 __all__ = ["read_checkpoint", "load_gpt2", "load_llama"]
 
@@ -60,8 +61,16 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
         except ImportError as err:
             raise ImportError(f"read_checkpoint: {path.name} needs the safetensors package (pip install "
                               f"safetensors)") from err
-        return load_file(str(path))
-    return torch.load(path, map_location="cpu", weights_only=True)  # tensors only: no code is unpickled
+        try:
+            return load_file(str(path))
+        except Exception as err:  # safetensors raises its own error types, whose text names no file
+            raise ValueError(f"read_checkpoint: {path} is not a readable safetensors file (truncated or "
+                             f"damaged?): {err}") from err
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)  # tensors only: no code is unpickled
+    except Exception as err:
+        raise ValueError(f"read_checkpoint: {path} is not a readable PyTorch state dict (truncated or damaged?): "
+                         f"{err}") from err
 
 
 def read_checkpoint(folder: str | os.PathLike) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -79,11 +88,39 @@ def read_checkpoint(folder: str | os.PathLike) -> tuple[dict, dict[str, torch.Te
     if not config_path.is_file():
         raise FileNotFoundError(f"read_checkpoint: {config_path} not found: folder must be a checkpoint folder "
                                 f"(config.json and model.safetensors or pytorch_model.bin), got {folder}")
-    config = json.loads(config_path.read_text())
+    try:
+        config = json.loads(config_path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"read_checkpoint: {config_path} is not valid JSON: {err}") from err
+    if not isinstance(config, dict):
+        raise ValueError(f"read_checkpoint: {config_path} must hold a JSON object, got {type(config).__name__}")
     state: dict[str, torch.Tensor] = {}
     for path in _weight_files(folder):
         state.update(_read_weights(path))
     return config, state
+
+
+def _dtype(dtype: object, who: str) -> torch.dtype | None:
+    """``dtype`` as a torch.dtype: a torch.dtype, None (the checkpoint's own), or its name ("float16",
+    "torch.bfloat16", as ``config.json``'s ``torch_dtype`` writes it)."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        if dtype is not None and not dtype.is_floating_point:
+            raise ValueError(f"{who}: dtype must be a floating-point dtype, got {dtype}")
+        return dtype
+    if isinstance(dtype, str):
+        named = getattr(torch, dtype.removeprefix("torch."), None)
+        if isinstance(named, torch.dtype) and named.is_floating_point:
+            return named
+    raise ValueError(f"{who}: dtype must be a floating-point torch.dtype, its name (e.g. 'float16', "
+                     f"'bfloat16') or None (the checkpoint's dtype), got {dtype!r}")
+
+
+def _require_keys(config: dict, folder: str | os.PathLike, who: str, *keys: str) -> None:
+    """Raise naming ``config.json`` and the keys it lacks."""
+    missing = [key for key in keys if key not in config]
+    if missing:
+        raise ValueError(f"{who}: {Path(folder) / 'config.json'} lacks {missing} (a {config.get('model_type')!r} "
+                         f"config needs {list(keys)})")
 
 
 def _take_all(model: torch.nn.Module, ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor],
@@ -133,14 +170,15 @@ def _prefix(state: dict[str, torch.Tensor], with_head: str, marker: str) -> str:
     return with_head if any(k.startswith(with_head + marker) for k in state) else ""
 
 
-def load_gpt2(folder: str | os.PathLike, dtype: torch.dtype | None = torch.float32) -> GPT:
+def load_gpt2(folder: str | os.PathLike, dtype: torch.dtype | str | None = torch.float32) -> GPT:
     """A :class:`~course_lib.models.gpt.GPT` holding a GPT-2 checkpoint (``GPT2LMHeadModel`` or ``GPT2Model``).
 
     Mapping (layer ``i``): ``wte`` -> ``token_embedding``, ``wpe`` -> ``positions.embedding``, ``h.i.ln_1`` ->
     ``blocks.layers.i.norm1``, ``h.i.attn.c_attn`` -> ``self_attn.w_q|w_k|w_v`` (split in three, transposed),
     ``h.i.attn.c_proj`` -> ``self_attn.w_o``, ``h.i.ln_2`` -> ``norm2``, ``h.i.mlp.c_fc|c_proj`` ->
     ``feed_forward.linear1|linear2`` (transposed), ``ln_f`` -> ``blocks.norm``; ``lm_head`` tied to ``wte``.
-    The model is returned in eval mode, in ``dtype`` (None: the checkpoint's dtype).
+    The model is returned in eval mode, in ``dtype`` (a torch.dtype or its name, e.g. ``"float16"``; None: the
+    checkpoint's dtype).
 
     Shapes: the model maps tokens ``(batch, seq <= n_positions)`` to logits ``(batch, seq, vocab_size)``.
 
@@ -149,10 +187,12 @@ def load_gpt2(folder: str | os.PathLike, dtype: torch.dtype | None = torch.float
         >>> gpt(torch.tensor([[464, 3290]])).shape              # doctest: +SKIP
         torch.Size([1, 2, 50257])
     """
-    config, state = read_checkpoint(folder)
     who = "load_gpt2"
+    dtype = _dtype(dtype, who)
+    config, state = read_checkpoint(folder)
     if config.get("model_type") != "gpt2":
         raise ValueError(f"{who}: config.json has model_type={config.get('model_type')!r}, expected 'gpt2'")
+    _require_keys(config, folder, who, "vocab_size", "n_embd", "n_head", "n_layer", "n_positions", "layer_norm_epsilon")
     if config.get("scale_attn_by_inverse_layer_idx") or not config.get("scale_attn_weights", True):
         raise ValueError(f"{who}: only GPT-2's attention scaling 1/sqrt(d_k) is supported (scale_attn_weights=True, "
                          f"scale_attn_by_inverse_layer_idx=False)")
@@ -186,18 +226,17 @@ def load_gpt2(folder: str | os.PathLike, dtype: torch.dtype | None = torch.float
     return model.eval()
 
 
-def _rope_base(config: dict, who: str) -> float:
-    """``rope_theta`` from a config of transformers 4 (top level) or 5 (``rope_parameters``); plain RoPE only."""
+def _rope_base(config: dict, who: str) -> float | Llama3Scaling:
+    """``rope_theta``, or Llama 3.1's scaling with it, from a config of transformers 4 (top level, ``rope_scaling``)
+    or 5 (``rope_parameters``); any other ``rope_type`` is refused by name."""
     parameters = config.get("rope_parameters") or {}
-    scaling = config.get("rope_scaling") or parameters
-    kind = scaling.get("rope_type", scaling.get("type", "default"))
-    if kind != "default":
-        raise ValueError(f"{who}: RoPE scaling {kind!r} is not supported (only the plain rotation, rope_type "
-                         f"'default')")
-    return float(parameters.get("rope_theta", config.get("rope_theta", 10000.0)))
+    theta = float(parameters.get("rope_theta", config.get("rope_theta", 10000.0)))
+    scaling = Llama3Scaling.from_config(config.get("rope_scaling") or parameters, theta, f"{who} (config.json)",
+                                        config.get("max_position_embeddings"))
+    return theta if scaling is None else scaling
 
 
-def load_llama(folder: str | os.PathLike, dtype: torch.dtype | None = torch.float32) -> Llama:
+def load_llama(folder: str | os.PathLike, dtype: torch.dtype | str | None = torch.float32) -> Llama:
     """A :class:`~course_lib.models.llama.Llama` holding a Llama- or Mistral-layout checkpoint's weights.
 
     Mapping (layer ``i``): ``model.embed_tokens`` -> ``token_embedding``, ``model.layers.i.input_layernorm`` ->
@@ -205,7 +244,10 @@ def load_llama(folder: str | os.PathLike, dtype: torch.dtype | None = torch.floa
     ``post_attention_layernorm`` -> ``norm2``, ``mlp.{gate,up,down}_proj`` -> ``feed_forward.w_gate|w_up|w_down``,
     ``model.norm`` -> ``norm``, ``lm_head`` -> ``lm_head`` (or the embedding when ``tie_word_embeddings``).
     ``nn.Linear`` stores ``(out, in)`` on both sides: nothing is transposed. Mistral's ``sliding_window`` becomes
-    the model's ``window``. The model is returned in eval mode, in ``dtype`` (None: the checkpoint's dtype).
+    the model's ``window``; ``rope_scaling`` of type ``"llama3"`` becomes a
+    :class:`~course_lib.models.rope.Llama3Scaling` as its ``rope_base`` (other types are refused by name). The model
+    is returned in eval mode, in ``dtype`` (a torch.dtype or its name, e.g. ``"float16"``; None: the checkpoint's
+    dtype).
 
     Shapes: the model maps tokens ``(batch, seq)`` to logits ``(batch, seq, vocab_size)``.
 
@@ -214,18 +256,22 @@ def load_llama(folder: str | os.PathLike, dtype: torch.dtype | None = torch.floa
         >>> lm(torch.tensor([[1, 15043]])).shape                 # doctest: +SKIP
         torch.Size([1, 2, 32000])
     """
-    config, state = read_checkpoint(folder)
     who = "load_llama"
+    dtype = _dtype(dtype, who)
+    config, state = read_checkpoint(folder)
     if config.get("model_type") not in ("llama", "mistral"):
         raise ValueError(f"{who}: config.json has model_type={config.get('model_type')!r}, expected 'llama' or "
                          f"'mistral'")
+    _require_keys(config, folder, who, "vocab_size", "hidden_size", "num_attention_heads", "num_hidden_layers",
+                  "intermediate_size")
+    rope_base = _rope_base(config, who)
     if config.get("hidden_act", "silu") != "silu":
         raise ValueError(f"{who}: hidden_act {config['hidden_act']!r} is not SwiGLU's 'silu'")
     tied, num_layers = config.get("tie_word_embeddings", False), config["num_hidden_layers"]
     model = Llama(config["vocab_size"], config["hidden_size"], config["num_attention_heads"], num_layers,
                   num_kv_heads=config.get("num_key_value_heads"), d_ff=config["intermediate_size"],
                   max_len=config.get("max_position_embeddings", 2048), norm_eps=config.get("rms_norm_eps", 1e-6),
-                  rope_base=_rope_base(config, who), window=config.get("sliding_window"), tie_weights=tied,
+                  rope_base=rope_base, window=config.get("sliding_window"), tie_weights=tied,
                   d_k=config.get("head_dim"), attention_bias=config.get("attention_bias", False),
                   mlp_bias=config.get("mlp_bias", False))
     used: set[str] = set()

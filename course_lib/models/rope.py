@@ -25,6 +25,14 @@ They differ by a fixed permutation of each head's features (:func:`rope_permutat
 rows of ``W_q`` and ``W_k`` (:func:`convert_rope_weight`, what Hugging Face's Llama conversion script does)
 turns a checkpoint of one layout into the other with the same attention scores.
 
+**Frequencies.** Checkpoints were trained with the frequencies computed in float32 by one formula,
+``1 / base ** (arange(0, d_k, 2) / d_k)`` (Meta's code, Hugging Face's, LitGPT's); :func:`rope_frequencies` computes
+them the same way, operation for operation, so that the cos/sin tables equal Hugging Face's bit for bit at every
+position. (Notebook 03's :func:`~course_lib.models.positional.sinusoidal_frequencies`, computed in float64 and
+rounded once, is closer to the exact numbers but differs by an ulp or two: at position 8192 that is 3e-5 in a
+cosine with base 1e4 and 5e-4 with base 5e5, and 1e-2 in a model's logits.) Llama 3.1's **frequency scaling**
+(:class:`Llama3Scaling`, ``rope_scaling`` in ``config.json``) slows the low frequencies down for long contexts.
+
 Shapes: ``x`` ``(..., seq, d_k)`` (e.g. ``(batch, heads, seq, d_k)``; another axis with ``seq_dim``),
 ``positions`` ``(seq,)`` or ``(batch, seq)`` integer absolute positions (with a key/value cache they start at
 ``cache.seen``).
@@ -37,13 +45,17 @@ Example:
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 import torch
 
-from course_lib.models.positional import sinusoidal_frequencies
 from course_lib.validation import validated_by
 
 __all__ = [
     "ROPE_LAYOUTS",
+    "Llama3Scaling",
+    "rope_frequencies",
     "rope_angles",
     "apply_rope",
     "rope_rotation",
@@ -74,11 +86,115 @@ def _require_positions(positions: object, who: str) -> None:
                          f"{tuple(getattr(positions, 'shape', ()))}")
 
 
-def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0) -> torch.Tensor:
+@dataclass(frozen=True)
+class Llama3Scaling:
+    """Llama 3.1's RoPE frequency scaling (``rope_type`` ``"llama3"``), to stretch a context of
+    ``original_max_position_embeddings`` positions ``factor`` times.
+
+    Frequencies whose wavelength ``2 pi / omega`` is longer than ``original_max_position_embeddings /
+    low_freq_factor`` turn ``factor`` times slower; those shorter than ``original_max_position_embeddings /
+    high_freq_factor`` are kept; in between, ``omega`` is interpolated between the two, smoothly in
+    ``original_max_position_embeddings / wavelength``. Meta's formula, as Hugging Face's ``_compute_llama3_parameters``
+    writes it. It holds the base ``rope_theta`` too, and goes wherever a RoPE ``base`` is asked for
+    (:func:`apply_rope`, :class:`~course_lib.models.llama.Llama`'s ``rope_base``): the frequencies it describes.
+
+    Example:
+        >>> scaling = Llama3Scaling.from_config({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        ...     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, rope_theta=500000.0)
+        >>> scaling.rope_theta, scaling.factor
+        (500000.0, 8.0)
+    """
+
+    rope_theta: float
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+
+    def __post_init__(self) -> None:
+        for name in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"Llama3Scaling: {name} must be a number > 0, got {value!r}")
+        _require_base(self.rope_theta, "Llama3Scaling", "rope_theta")
+        if not self.high_freq_factor > self.low_freq_factor:
+            raise ValueError(f"Llama3Scaling: high_freq_factor must be > low_freq_factor, got "
+                             f"{self.high_freq_factor!r} and {self.low_freq_factor!r}")
+
+    @classmethod
+    def from_config(cls, scaling: dict | None, rope_theta: float = 10000.0, who: str = "Llama3Scaling",
+                    max_position_embeddings: int | None = None) -> Llama3Scaling | None:
+        """The scaling a ``config.json``'s ``rope_scaling`` (or ``rope_parameters``) describes: None for plain
+        RoPE (``rope_type`` ``"default"`` or no entry), a :class:`Llama3Scaling` for ``"llama3"``; any other type
+        is refused by name. ``original_max_position_embeddings`` defaults to ``max_position_embeddings``, as in
+        Hugging Face."""
+        if scaling is None:
+            return None
+        if not isinstance(scaling, dict):
+            raise ValueError(f"{who}: rope_scaling must be a dict or None, got {type(scaling).__name__}")
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind == "default":
+            return None
+        if kind != "llama3":
+            raise ValueError(f"{who}: rope_scaling of rope_type {kind!r} is not supported: only 'default' (plain "
+                             f"RoPE) and 'llama3' (Llama 3.1's frequency scaling)")
+        values = dict(scaling)
+        if max_position_embeddings is not None:
+            values.setdefault("original_max_position_embeddings", max_position_embeddings)
+        fields = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+        missing = [name for name in fields if name not in values]
+        if missing:
+            raise ValueError(f"{who}: rope_scaling of rope_type 'llama3' needs {list(fields)}; missing {missing}")
+        return cls(rope_theta, *(values[name] for name in fields))
+
+    def apply(self, omega: torch.Tensor) -> torch.Tensor:
+        """Scale float32 frequencies ``omega`` ``(d_k/2,)`` -> ``(d_k/2,)``."""
+        old_context = self.original_max_position_embeddings
+        low_freq_wavelength = old_context / self.low_freq_factor
+        high_freq_wavelength = old_context / self.high_freq_factor
+        wavelength = 2 * math.pi / omega  # (d_k/2,)
+        slowed = torch.where(wavelength > low_freq_wavelength, omega / self.factor, omega)  # long waves: slower
+        smooth = (old_context / wavelength - self.low_freq_factor) / (self.high_freq_factor - self.low_freq_factor)
+        blended = (1 - smooth) * slowed / self.factor + smooth * slowed  # in between: interpolated
+        medium = ~(wavelength < high_freq_wavelength) * ~(wavelength > low_freq_wavelength)
+        return torch.where(medium, blended, slowed)
+
+
+def _require_base(base: object, who: str, name: str = "base") -> None:
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not base > 1:
+        raise ValueError(f"{who}: {name} must be a number > 1 (rope_theta) or a Llama3Scaling, got {base!r}")
+
+
+def rope_frequencies(d_k: int, base: float | Llama3Scaling = 10000.0) -> torch.Tensor:
+    """The frequencies ``omega_i = 1 / base^(2i/d_k)``, ``i = 0 .. d_k/2 - 1``, computed in float32 as the
+    checkpoints' own code computes them (the exponents ``2i / d_k`` in float32, then the power, then the
+    reciprocal); a :class:`Llama3Scaling` as ``base`` gives its ``rope_theta``'s frequencies, scaled.
+
+    Notebook 03's frequencies over ``d_k`` features; the float32 formula, rather than notebook 03's float64 one, is
+    what makes the angles equal Hugging Face's at long positions, where an ulp of ``omega`` times a position
+    of 8192 is a visible angle.
+
+    Shapes: -> float32 ``(d_k // 2,)``.
+
+    Example:
+        >>> rope_frequencies(4)
+        tensor([1.0000, 0.0100])
+    """
+    _require_d_k(d_k, "rope_frequencies")
+    scaling = base if isinstance(base, Llama3Scaling) else None
+    theta = base.rope_theta if scaling is not None else base
+    _require_base(theta, "rope_frequencies")
+    exponents = torch.arange(0, d_k, 2, dtype=torch.int64).to(torch.float32) / d_k  # (d_k/2,): 2i / d_k
+    omega = 1.0 / (float(theta) ** exponents)
+    return omega if scaling is None else scaling.apply(omega)
+
+
+def rope_angles(positions: torch.Tensor, d_k: int, base: float | Llama3Scaling = 10000.0) -> torch.Tensor:
     """The rotation angles ``theta[..., i] = position * omega_i`` with ``omega_i = base^(-2i/d_k)``.
 
-    The frequencies are notebook 03's (:func:`course_lib.models.positional.sinusoidal_frequencies` over ``d_k``
-    features). Computed in float32, as Hugging Face's Llama does, so that angles agree with theirs.
+    The frequencies are :func:`rope_frequencies` (float32, as Hugging Face's Llama computes them; scaled when
+    ``base`` is a :class:`Llama3Scaling`), and each angle one float32 product, as in Hugging Face's
+    ``LlamaRotaryEmbedding``: the angles, and so the cos/sin tables, equal theirs exactly at every position.
 
     Shapes: ``positions`` integer ``(seq,)`` or ``(batch, seq)`` -> float32 ``(*positions.shape, d_k // 2)``.
 
@@ -89,8 +205,7 @@ def rope_angles(positions: torch.Tensor, d_k: int, base: float = 10000.0) -> tor
                 [2.0000, 0.0200]])
     """
     _require_positions(positions, "rope_angles")
-    _require_d_k(d_k, "rope_angles")
-    omega = sinusoidal_frequencies(d_k, base).to(positions.device)  # (d_k/2,)
+    omega = rope_frequencies(d_k, base).to(positions.device)  # (d_k/2,)
     return positions.to(torch.float32)[..., None] * omega  # (..., seq, d_k/2)
 
 
@@ -131,7 +246,7 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, 
     Args:
         x: ``(..., seq, d_k)``, e.g. queries ``(batch, heads, seq, d_k)``; ``d_k`` even.
         positions: integer ``(seq,)`` (the same for the whole batch) or ``(batch, seq)``; absolute positions.
-        base: the frequencies' base (``rope_theta``).
+        base: the frequencies' base (``rope_theta``), or a :class:`Llama3Scaling` (Llama 3.1's scaled frequencies).
         layout: ``"half"`` (Hugging Face) or ``"interleaved"`` (Meta's original, GPT-J).
         seq_dim: the axis of positions: -2 for the course's ``(batch, heads, seq, d_k)``, 1 for Meta's
             ``(batch, seq, heads, d_k)``. (It cannot be told from the shape when ``heads == seq``: say it.)

@@ -164,7 +164,7 @@ def class_table(book: Gradebook, roster: Roster | None, rule: ScoringRule,
             row.submitted_at = supplied.get(key, "") if rule.times == "supplied" else record.mtime
             own = (extensions or {}).get(key)
             row.late_s, row.factor = late_factor(replace(rule, deadline=own) if own else rule, row.submitted_at)
-        elif any(k == key for k, _ in overrides):  # no file, a grade given by hand (a PDF graded on paper)
+        elif any(k == key for k, _ in [*overrides, *manual]):  # no file, graded by hand (a PDF graded on paper)
             row.exercises = [ExerciseLine(name, mx, "missing", 0, 0, 0.0, overrides.get((key, name)))
                              for name, mx in assignment]
         if row.exercises or any(k == key for k, _ in manual):

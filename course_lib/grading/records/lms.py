@@ -64,6 +64,15 @@ def _g(value: float) -> str:
     return f"{value:g}"
 
 
+def _shared(students: list[Student], key: Callable[[Student], str]) -> str:
+    """The students that share a non-empty ``key`` with another, as ``"value: id, id; ..."`` ("" for none)."""
+    groups: dict[str, list[str]] = {}
+    for s in students:
+        if key(s):
+            groups.setdefault(key(s), []).append(s.id)
+    return "; ".join(f"{value}: {', '.join(ids)}" for value, ids in groups.items() if len(ids) > 1)
+
+
 def _names(students: list[Student]) -> str:
     return ", ".join(f"{s.id} ({s.name})" if s.name else s.id for s in students)
 
@@ -77,6 +86,10 @@ def canvas_rows(grades: list[tuple[Student, str]], assignment: str, maximum: flo
         raise Refused(f"canvas.csv not written: {len(unmatched)} roster student(s) have no Canvas ID, SIS User ID "
                       f"or SIS Login ID (login), and Canvas would match them by name only: {_names(unmatched)}. "
                       "Use Canvas's gradebook export as the roster (--roster), or add a canvas_id column")
+    twice = _shared([s for s, _ in grades], lambda s: s.canvas_id or s.sis_user_id or s.sis_login_id or s.login)
+    if twice:
+        raise Refused(f"canvas.csv not written: these roster students share the id Canvas would match them by, so "
+                      f"one would get another's grade: {twice}")
     for given, source in ((options.points_possible, "--points-possible"),
                           (roster_points, "the Points Possible row of the roster (Canvas's export)")):
         if given is not None and abs(given - maximum) > 1e-9:
@@ -99,6 +112,10 @@ def moodle_field(students: list[Student], options: LmsOptions) -> str:
         chosen = complete[0] if complete else min(
             MOODLE_FIELDS, key=lambda n: sum(not MOODLE_FIELDS[n][1](s).strip() for s in students))
     without = [s for s in students if not MOODLE_FIELDS[chosen][1](s).strip()]
+    twice = _shared(students, lambda s: MOODLE_FIELDS[chosen][1](s).strip().lower())
+    if twice:
+        raise Refused(f"moodle.csv not written: Moodle maps users by {MOODLE_FIELDS[chosen][0]!r} and these roster "
+                      f"students share one, so one user would get another's grade: {twice}")
     if without:
         raise Refused(f"moodle.csv not written: Moodle maps users by {MOODLE_FIELDS[chosen][0]!r} and would abort "
                       f"the whole import at a row without one ('User not found'); {len(without)} roster "

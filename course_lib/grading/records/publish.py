@@ -32,6 +32,7 @@ class ClassOptions:
     roster: Roster | None = None
     regrade: bool = False
     regrade_students: tuple[str, ...] = ()
+    grade_given: bool = False  # a regraded student's file as given, even an earlier one (the instructor names it)
     rule: ScoringRule | None = None  # None: the rule the gradebook already holds
     times: dict[str, str] = field(default_factory=dict)  # supplied submission times, by student or file name
     assignment: str = ""  # the LMS column's name ("": as recorded, at first the notebook's id)

@@ -13,7 +13,9 @@ A roster is a CSV file with a header row. Column names are matched without case,
 | ``canvas_id``, ``sis_user_id``, ``sis_login_id``, ``section`` | | for Canvas's export |
 
 A gradebook exported from Canvas (``Student, ID, SIS User ID, SIS Login ID, Section, ...``) is read as a
-roster too: ``id`` is its SIS Login ID (else its ID), and its ``Points Possible`` row is skipped.
+roster too: ``id`` is its SIS Login ID (else its ID), and its ``Points Possible`` row gives each assignment's
+points possible. So is Moodle's grade export (``First name, Last name, ID number, ..., Email address``, and
+``Username`` when the export includes it): ``id`` is its ID number, else the username, else the email.
 
 **Matching a file to a student** is exact and explained (:attr:`Match.how` says why each file is whose):
 
@@ -48,7 +50,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 __all__ = ["Student", "Roster", "RosterError", "Match", "RosterProblem", "read_roster", "UNMATCHED", "rekey",
-           "write_roster"]
+           "adopt", "write_roster"]
 
 #: Prefix of the gradebook key of a file that no roster student matched.
 UNMATCHED = "unmatched:"
@@ -258,7 +260,12 @@ def read_roster(path: Path) -> Roster:
         raise RosterError(f"roster {path}: empty, expected a header row with an 'id' column")
     columns = {_normal(c): c for c in reader.fieldnames if c}
     canvas = "student" in columns and "sisloginid" in columns and "id" in columns
-    if "id" not in columns:
+    moodle = "id" not in columns and {"firstname", "lastname"} <= set(columns) and \
+        bool({"emailaddress", "idnumber", "username"} & set(columns))
+    if moodle:  # Moodle's grade export: its user fields name the student
+        columns.update({key: columns[field] for key, field in (("email", "emailaddress"), ("sisuserid", "idnumber"),
+                                                                ("login", "username")) if field in columns})
+    if "id" not in columns and not moodle:
         raise RosterError(f"roster {path}: expected an 'id' column, got {list(reader.fieldnames)}")
     students, points = [], {}
     for row in reader:
@@ -272,6 +279,10 @@ def read_roster(path: Path) -> Roster:
                 continue
             value["canvasid"], value["name"] = value["id"], value.get("student", "")
             value["id"] = value.get("sisloginid") or value["canvasid"]
+        if moodle:
+            value["id"] = value.get("sisuserid") or value.get("login") or value.get("email", "")
+            if not value["id"]:
+                continue
         if not any(value.values()):
             continue
         students.append(Student(
@@ -323,6 +334,30 @@ def rekey(old: Roster, new: Roster, graded: list[str]) -> tuple[Roster, list[str
             unmapped.append(f"{s.id}: a new roster student whose id is an old student's graded key")
         students.append(replace(s, id=new_id))
     return (Roster(students, new.points_possible) if not unmapped else new), kept, unmapped
+
+
+def adopt(new: Roster, graded_files: dict[str, str]) -> tuple[Roster, list[str], list[str]]:
+    """A first roster given after files were graded without one (``graded_files``: the gradebook's key of each
+    graded student, a file name, and that file): each roster student whose file it is (:meth:`Roster.student_for`)
+    takes that key as id, so that their grades are theirs in every export; ``(roster, what was kept, graded keys
+    no roster student's)``."""
+    ids: dict[str, str] = {}
+    kept, unplaced = [], []
+    for key, file in graded_files.items():
+        if key.startswith(UNMATCHED):
+            continue
+        student, why = new.student_for(file)
+        if student is None or student.id in ids:
+            unplaced.append(f"{key} ({file}): " + (why if student is None else f"{student.id} has {ids[student.id]}"))
+            continue
+        ids[student.id] = key
+        if student.id != key:
+            kept.append(f"{key} ({file}) is the roster's {student.id} ({why}), kept as {key}")
+    clash = [s.id for s in new.students if s.id not in ids and s.id in ids.values()]
+    if clash:
+        return new, [], [f"{sid}: a roster id that is another graded student's key" for sid in clash]
+    students = [replace(s, id=ids.get(s.id, s.id)) for s in new.students]
+    return Roster(students, new.points_possible), kept, unplaced
 
 
 ROSTER_FIELDS = ["id", "name", "email", "login", "file", "first_name", "last_name", "canvas_id", "sis_user_id",

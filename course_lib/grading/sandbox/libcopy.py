@@ -6,7 +6,7 @@ builder, one rule): every graded part of notebook ``NN`` and of every later note
 stand-in (PyTorch's own module, which the exercise's grader refuses as an answer, stored outputs of the
 lessons' calls, or "withheld"), the earlier notebooks' references shipped as published. The grader's copy
 differs only in what it adds and leaves out: no ``course_lib.checks`` and no stored cases (the grader brings
-its own), and the runner's two modules (``course_lib.grading.sandbox.codec``, ``course_lib.grading.sandbox.sandbox_main``).
+its own), and the runner's two modules (``course_lib.grading.sandbox.codec`` and ``.sandbox_main``).
 Each withheld reference is marked (:mod:`course_lib.edition.provided`) so that the learner's own
 implementation stands in wherever course code calls it, once the learner's cell has defined it.
 
@@ -16,8 +16,8 @@ folder (:func:`course_lib.edition.build.build_student_folder`), its checks modul
 
 Example:
     >>> from course_lib.edition.build import withheld_for
-    >>> sorted({e.notebook for e in withheld_for(12)})
-    ['12_paper_experiments', '13_todays_models']
+    >>> sorted({e.notebook for e in withheld_for(13)})
+    ['13_todays_models', '14_inference_at_scale']
 """
 
 from __future__ import annotations

@@ -443,7 +443,8 @@ NOTEBOOK_MODELS: dict[str, str] = {
     "12_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
                             "d_k, num_layers, d_model, d_ff, dropout, smoothing, positions=learned); "
                             "course_lib.experiments.ablation.train_variant runs the notebook's grid",
-    "13_todays_models": "course-train llama (section 5's grouped-query model; --set num_kv_heads=4 | 1 for "
-                        "multi-head or multi-query attention, --set window=16 for section 6's sliding window); the "
-                        "LayerNorm + ReLU comparison of section 4 trains in the notebook",
+    "13_todays_models": "course-train llama (today's block; the deep dive's LayerNorm + ReLU comparison trains in "
+                        "the notebook)",
+    "14_inference_at_scale": "course-train llama (--set num_kv_heads=2 for section 1's grouped-query model, 4 | 1 for "
+                             "multi-head or multi-query attention, --set window=16 for section 2's sliding window)",
 }

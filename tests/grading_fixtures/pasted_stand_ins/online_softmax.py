@@ -1,4 +1,4 @@
-# notebook: 13_todays_models
+# notebook: 14_inference_at_scale
 # exercise: online_softmax
 # expect: forbidden
 # The edition's online_softmax_attention pasted, then used as a softmax: one query of ones against the keys x
