@@ -93,6 +93,10 @@ SAMPLED_TESTS = {
     "tests/test_edition.py::test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib": 1 / 3,
     # Each notebook run with its deep-dive cells removed (smoke mode): nbval runs every notebook whole.
     "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": 1 / 3,
+    # Each week's withheld library built and searched by behaviour (tests/answer_search.py, a minute or more a week):
+    # two weeks a day, every week under COURSE_TEST_ALL=1.
+    "tests/test_withheld_library.py::test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week_or_later":
+        1 / 7,
 }
 
 

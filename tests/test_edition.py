@@ -767,29 +767,34 @@ def test_the_assignments_notebook_runs_unsolved_in_the_student_folder(small_edit
     assert statuses and set(statuses.values()) == {"not implemented yet"}, statuses
 
 
-def test_the_sandbox_copy_holds_no_give_away_of_the_exercise_it_grades(tmp_path: Path) -> None:
+def test_the_sandbox_copy_of_week_03_holds_no_give_away_of_its_exercise(tmp_path: Path) -> None:
+    """The grader's library of notebook 03 is its class edition's: the frequencies only through PyTorch's
+    ``torch.logspace`` (which notebook 03's grader refuses), the table and the offsets withheld."""
     from course_lib.exercises import get_exercise
     from course_lib.grading.sandbox.libcopy import build_library
 
     course_exercises()
-    build_library(tmp_path, [get_exercise("sinusoidal_table").reference])
+    build_library(tmp_path, 3)
     code = textwrap.dedent("""
+        import torch
         import course_lib.models.positional as P
-        for name, args in (("sinusoidal_frequencies", (8,)), ("offset_matrix", (1, 8))):
+        for name, args in (("sinusoidal_frequencies", (8,)), ("offset_matrix", (1, 8)), ("sinusoidal_table", (4, 8))):
             try:
                 getattr(P, name)(*args)
                 print(name, "computes")
             except Exception as err:
                 print(name, type(err).__name__)
+        torch.logspace = None
         try:
-            P.sinusoidal_table(4, 8)
+            P.sinusoidal_frequencies(8)
         except Exception as err:
-            print("sinusoidal_table", type(err).__name__)
+            print("without-logspace", type(err).__name__)
     """)
     done = _in_edition(tmp_path, code)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["sinusoidal_frequencies", "AnswerWithheld", "offset_matrix", "AnswerWithheld",
-                                   "sinusoidal_table", "ReferenceWithheld"]
+    assert done.stdout.split() == ["sinusoidal_frequencies", "computes", "offset_matrix", "AnswerWithheld",
+                                   "sinusoidal_table", "AnswerWithheld", "without-logspace", "TypeError"]
+    assert "logspace" in get_exercise("sinusoidal_table").forbidden_ops
     _assert_no_answers(tmp_path, [get_exercise("sinusoidal_table")])
 
 

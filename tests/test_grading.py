@@ -375,6 +375,7 @@ def nb00_graded(tmp_path_factory) -> dict[str, dict]:
 def test_the_solved_notebook_earns_full_marks(nb00_graded) -> None:
     rep = nb00_graded["solved"]
     assert rep["total"] == rep["max_total"] == 1 and rep["exercises"][0]["status"] == "pass", rep
+    assert rep["flags"] == []
     hidden = len(get_exercise("stable_softmax").cases("hidden", seed=0))
     assert rep["exercises"][0]["cases_passed"] == rep["exercises"][0]["cases_total"] == hidden
 
@@ -388,6 +389,7 @@ def test_every_solved_course_notebook_earns_full_marks(path: Path, tmp_path: Pat
     report = grade_submission(_write(solve(load(path)), tmp_path, f"{path.stem}_solved"), GradeConfig(**CONFIG))
     assert report.max_total > 0 and report.total == report.max_total, [
         (r.exercise, r.status, r.message) for r in report.exercises]
+    assert report.flags == [], report.flags  # an honest notebook is never flagged for review
 
 
 @pytest.mark.slow
@@ -698,8 +700,8 @@ def test_an_attack_gains_nothing_and_gets_a_report(attacked, attack: Path) -> No
 @pytest.mark.slow
 def test_attacks_change_no_other_grade_leave_no_process_and_no_file(attacked) -> None:
     honest = {k: r for k, r in attacked["reports"].items() if k.startswith("honest")}
-    assert honest and all(r.total == r.max_total == 1 for r in honest.values()), {
-        k: r.exercises[0].message for k, r in honest.items()}
+    assert honest and all(r.total == r.max_total == 1 and not r.flags for r in honest.values()), {
+        k: (r.exercises[0].message, r.flags) for k, r in honest.items()}
     assert attacked["processes"] == [], attacked["processes"]
     assert _sandbox_processes(attacked["folder"]) == []
     assert attacked["csv_after"] == attacked["csv_before"] and b"hacked" not in attacked["csv_after"]
@@ -805,6 +807,7 @@ def test_honest_variants_score_what_the_notebook_check_says(tmp_path: Path) -> N
     for path in out.glob("*.json"):
         report = json.loads(path.read_text())
         assert report["total"] == report["max_total"] == 1, (path.name, report["exercises"][0]["message"])
+        assert report["flags"] == [], (path.name, report["flags"])
     assert len(list(out.glob("*.json"))) == len(HONEST_CELLS) + 2
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -859,6 +862,7 @@ def test_honest_students_are_graded_as_they_meant(tmp_path: Path) -> None:
             assert ex["padding_mask"]["status"] == "pass", ex["padding_mask"]
         else:
             assert rep["total"] == rep["max_total"] == 1, (name, rep["exercises"][0]["message"])
+        assert rep["flags"] == [], (name, rep["flags"])  # helper cells, a notebook global: nothing to review
     assert "00_welcome_\\xff\\xfe.ipynb" in reports and "04_masking_pad_default.ipynb" in reports
     summary = (out / "summary.csv").read_text(encoding="utf-8")
     assert "'" + str(folder / "00_welcome_=HYPERLINK") not in summary  # the path starts with '/'...

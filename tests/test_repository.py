@@ -40,11 +40,7 @@ NOT_FOR_DATA = ("course_lib.training", "course_lib.experiments", "course_lib.fig
 # Import edges allowed to make a cycle (none: a new entry needs a very good reason).
 KNOWN_CYCLE_EDGES: set[tuple[str, str]] = set()
 # Private names allowed across modules: (user, "module._name"), each with its reason.
-KNOWN_PRIVATE_USES = {
-    # The grader writes course_lib/_submitted.py into the sandbox's copy of the library only (it hands the
-    # learner's implementations to course code whose reference is withheld); it is never part of the package.
-    ("course_lib/grading/sandbox/sandbox_main.py", "course_lib._submitted"),
-}
+KNOWN_PRIVATE_USES: set[tuple[str, str]] = set()
 # Tests whose file name does not say which module they test (tests/test_<name>.py tests course_lib.<name>).
 TESTS_OF = {"tests/test_api.py": ("course_lib._deprecation",)}
 

@@ -4,6 +4,7 @@ reads its input (their outputs are equal), and the online_softmax check that use
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,3 +163,80 @@ def test_values_taken_out_of_pytorch_are_read():
     listed = row_reads(lambda x, dim=-1, tile_size=32: torch.tensor(x.tolist()).softmax(dim), torch.randn(3, 40),
                        dim=-1, tile_size=8)
     assert any(p.startswith("outside PyTorch") for p in listed), listed
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 45: rows kept apart, the instrumented call's output judged, a cleared record is a problem
+# ---------------------------------------------------------------------------------------------------
+
+ONLINE_FIXTURES = sorted((Path(__file__).resolve().parent / "grading_fixtures" / "online_softmax").glob("*.py"))
+
+
+def _fixture(path: Path):
+    import runpy
+
+    return runpy.run_path(str(path))["online_softmax"]
+
+
+def _expected(path: Path) -> str:
+    return path.read_text().splitlines()[0].removeprefix("# expect: ").strip()
+
+
+@pytest.mark.parametrize("path", ONLINE_FIXTURES, ids=lambda p: p.stem)
+def test_a_per_row_loop_passes_and_a_two_pass_softmax_fails_however_written(path: Path) -> None:
+    from course_lib.exercises.core import Case
+    from course_lib.exercises.passes import case_row_reads
+
+    impl = _fixture(path)
+    for x, dim, tile in ROWS:
+        problems = case_row_reads(impl, Case("c", args=(x,), kwargs={"dim": dim, "tile_size": tile}))
+        assert (problems == []) == (_expected(path) == "pass"), (path.stem, problems)
+    assert run_check("online_softmax", impl).passed == (_expected(path) == "pass")
+
+
+def test_the_instrumented_call_must_return_the_softmax() -> None:
+    """Told apart by its type, the instrumented copy gets another answer (here a one-pass reading of the tiles,
+    then the input handed back): the output is judged, not only the reads."""
+    from course_lib.exercises.core import Case
+    from course_lib.exercises.passes import case_row_reads
+
+    def reads_then_lies(x, dim=-1, tile_size=32):
+        if type(x) is not torch.Tensor:
+            online_softmax(x, dim=dim, tile_size=tile_size)  # every tile read once, for the record
+            return x * 1.0
+        return torch.softmax(x, dim)
+
+    problems = case_row_reads(reads_then_lies, Case("c", args=(torch.randn(3, 40),), kwargs={"tile_size": 8}))
+    assert problems and problems[0].startswith("output"), problems
+
+
+@pytest.mark.slow
+def test_the_online_softmax_fixtures_through_the_sandbox(tmp_path: Path) -> None:
+    """Graded through the real sandbox (policy off): the per-row loop earns online_softmax's points, the
+    type test and the cleared record earn nothing."""
+    import copy
+    import json
+
+    import nbformat
+    from conftest import ROOT
+    from nbtools import load
+
+    from course_lib.exercises.notebooks import exercise_cells, solve
+    from course_lib.grading.cli import main
+
+    notebook = get_exercise("online_softmax").notebook  # 13_todays_models, or 14_inference_at_scale since the split
+    solved = solve(load(ROOT / "notebooks" / f"{notebook}.ipynb"))
+    for path in ONLINE_FIXTURES:
+        nb = copy.deepcopy(solved)
+        cell = next(c for _, c, name in exercise_cells(nb) if name == "online_softmax")
+        cell.source = path.read_text()
+        nbformat.write(nb, tmp_path / f"{notebook}_{path.stem}.ipynb")
+    out = tmp_path / "out"
+    assert main([str(tmp_path), "--out", str(out), "--quiet", "--jobs", "2", "--seed", "9", "--no-policy"]) == 0
+    for path in ONLINE_FIXTURES:
+        report = json.loads((out / f"{notebook}_{path.stem}.json").read_text())
+        line = next(e for e in report["exercises"] if e["exercise"] == "online_softmax")
+        if _expected(path) == "pass":
+            assert line["status"] == "pass", line
+        else:
+            assert line["score"] == 0 and line["status"] in ("fail", "forbidden"), line

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import textwrap
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -40,9 +41,9 @@ def test_the_course_requirements_are_pyprojects_dependencies() -> None:
 
 def test_the_sandbox_holds_what_the_course_needs_and_no_model_library() -> None:
     shown = sandbox_distributions()
-    assert {"torch", "numpy", "ipython", "matplotlib", "scikit-learn", "tqdm"} <= shown
+    assert {"torch", "numpy", "ipython", "matplotlib", "tqdm"} <= shown
     assert {"typing-extensions", "sympy"} <= shown  # what those require in turn
-    for absent in ("transformers", "safetensors", "pytest", "jupyterlab", "course-lib"):
+    for absent in ("transformers", "safetensors", "pytest", "jupyterlab", "course-lib", "scikit-learn", "scipy"):
         assert absent not in shown, absent
 
 
@@ -80,7 +81,7 @@ def test_inside_the_sandbox_the_course_imports_and_transformers_does_not(tmp_pat
         pytest.skip("transformers is not installed here: nothing to hide")
     seen = _in_sandbox(tmp_path, _importable(["torch", "numpy", "IPython", "matplotlib", "sklearn", "tqdm",
                                               "transformers", "safetensors", "pytest"]))
-    assert seen["found"] == {"torch": True, "numpy": True, "IPython": True, "matplotlib": True, "sklearn": True,
+    assert seen["found"] == {"torch": True, "numpy": True, "IPython": True, "matplotlib": True, "sklearn": False,
                              "tqdm": True, "transformers": False, "safetensors": False, "pytest": False}, seen
     assert not [e for e in seen["listing"] if e.startswith(("transformers", "safetensors", "course_lib"))], seen
 
@@ -126,3 +127,20 @@ def test_a_library_answer_reached_past_the_policy_earns_nothing(tmp_path: Path) 
         assert report.total == 0, [(r.exercise, r.status) for r in report.exercises]
     for name in LIBRARY_ANSWERS:
         assert results[name].score == 0 and "transformers" in results[name].message, (name, results[name])
+
+
+def test_scipy_is_absent_inside_the_sandbox(tmp_path: Path) -> None:
+    """SciPy's softmax answered notebook 00 (issue 45): it came with scikit-learn, which no graded cell needs."""
+    if not _installed("scipy"):
+        pytest.skip("scipy is not installed here: nothing to hide")
+    seen = _in_sandbox(tmp_path, textwrap.dedent("""
+        import importlib.util, torch
+        found = {m: importlib.util.find_spec(m) is not None for m in ("scipy", "sklearn", "torch")}
+        try:
+            torch.importlib.import_module("scipy.special")
+            found["reached"] = True
+        except ImportError:
+            found["reached"] = False
+        print(json.dumps(found))
+    """))
+    assert seen == {"scipy": False, "sklearn": False, "torch": True, "reached": False}, seen

@@ -211,6 +211,8 @@ PADDING_MASK = register(Exercise(
     reference=padding_mask,
     summary="the (batch, 1, 1, seq) boolean padding mask, True at real tokens",
     **public_and_hidden(_padding_cases),
+    # the class edition's from_key_padding_mask runs PyTorch's own conversion of a key_padding_mask (issue 45)
+    forbidden_calls=("torch.nn.functional._canonical_mask",),
     mistakes=[
         Mistake("inverted (True at padding)", with_output(padding_mask, inverted),
                 "True must mark the REAL tokens, the keys that may be attended to; True at padding is "

@@ -25,8 +25,9 @@ from typing import Any
 import torch
 
 __all__ = ["Backing", "BACKED", "stable_softmax", "scaled_dot_product_attention", "multi_head_attention_forward",
-           "causal_mask", "label_smoothed_cross_entropy", "feed_forward_forward", "encoder_layer_forward",
-           "decoder_layer_forward", "mean_pool", "sinusoidal_frequencies", "online_softmax_attention"]
+           "causal_mask", "sliding_window_mask", "from_key_padding_mask", "label_smoothed_cross_entropy",
+           "feed_forward_forward", "encoder_layer_forward", "decoder_layer_forward", "mean_pool",
+           "sinusoidal_frequencies", "online_softmax_attention"]
 
 
 def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -200,6 +201,49 @@ def causal_mask(seq_len: int, device: torch.device | str | None = None) -> torch
     return additive == 0
 
 
+def sliding_window_mask(query_positions: torch.Tensor, key_positions: torch.Tensor,
+                        window: int | None = None) -> torch.Tensor:
+    """Class edition: the causal rule over absolute positions, read from PyTorch's
+    ``nn.Transformer.generate_square_subsequent_mask`` (0 where a query may attend, -inf elsewhere).
+
+    Shapes: ``query_positions`` ``(seq_q,)``, ``key_positions`` ``(seq_k,)`` of non-negative integers -> boolean
+    ``(seq_q, seq_k)``, ``True`` = may attend; with ``window``, no key further back than ``window - 1``.
+    """
+    from torch import nn
+
+    for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
+        if not isinstance(p, torch.Tensor) or p.dim() != 1 or p.is_floating_point():
+            raise ValueError(f"sliding_window_mask: {name} must be an integer tensor of shape (seq,), got "
+                             f"{tuple(getattr(p, 'shape', ())) or type(p).__name__}")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+        raise ValueError(f"sliding_window_mask: window must be a positive int or None, got {window!r}")
+    size = int(torch.cat([query_positions, key_positions]).max()) + 1 if query_positions.numel() + \
+        key_positions.numel() else 1
+    square = nn.Transformer.generate_square_subsequent_mask(size, device=query_positions.device) == 0  # (size, size)
+    allowed = square[query_positions][:, key_positions]  # (seq_q, seq_k): key position <= query position
+    if window is not None:
+        allowed = allowed & (key_positions[None, :] > query_positions[:, None] - window)
+    return allowed
+
+
+def from_key_padding_mask(key_padding_mask: torch.Tensor) -> torch.Tensor:
+    """Class edition: PyTorch's own conversion of ``nn.MultiheadAttention``'s ``key_padding_mask`` (True = ignore)
+    into an additive mask (``F._canonical_mask``: -inf where ignored), read back as the course's convention.
+
+    Shapes: (batch, seq_k) boolean -> boolean (batch, 1, 1, seq_k), ``True`` at the keys that may be attended to.
+    """
+    import torch.nn.functional as F
+
+    if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool \
+            or key_padding_mask.dim() != 2:
+        raise ValueError(f"from_key_padding_mask: key_padding_mask must be a boolean tensor of shape (batch, seq_k), "
+                         f"got {getattr(key_padding_mask, 'dtype', type(key_padding_mask).__name__)} "
+                         f"{tuple(getattr(key_padding_mask, 'shape', ()))}")
+    additive = F._canonical_mask(mask=key_padding_mask, mask_name="key_padding_mask", other_type=None,
+                                 other_name="", target_type=torch.float32)  # (batch, seq_k): 0 / -inf
+    return (additive == 0)[:, None, None, :]  # (batch, 1, 1, seq_k)
+
+
 def label_smoothed_cross_entropy(logits: torch.Tensor, target: torch.Tensor, smoothing: float = 0.1,
                                  ignore_index: int = 0) -> torch.Tensor:
     """Class edition: PyTorch's ``F.cross_entropy(label_smoothing=...)`` with the course's signature.
@@ -320,6 +364,10 @@ BACKED: dict[str, Backing] = {
         multi_head_attention_forward, ("torch.nn.functional.multi_head_attention_forward",)),
     "course_lib.models.masking.causal_mask": Backing(
         causal_mask, ("torch.nn.Transformer.generate_square_subsequent_mask",)),
+    "course_lib.models.masking.sliding_window_mask": Backing(
+        sliding_window_mask, ("torch.nn.Transformer.generate_square_subsequent_mask",)),
+    "course_lib.models.masking.from_key_padding_mask": Backing(
+        from_key_padding_mask, ("torch.nn.functional._canonical_mask",)),
     "course_lib.training.engine.label_smoothed_cross_entropy": Backing(
         label_smoothed_cross_entropy, ("torch.nn.functional.cross_entropy",)),
     "course_lib.models.layers.FeedForward.forward": Backing(

@@ -49,11 +49,11 @@ from .answers import STORED_CALLS, GradedPart, graded_parts, keys_by_module, sta
 from .backed import BACKED
 from .record import argument_values, as_tensors
 from .stored import ORDER, call_digest
-from .strip import replace_parts
+from .strip import decorate_parts, replace_parts
 
 __all__ = ["strip_library", "build_edition", "build_student_folder", "stand_in_source", "store_exercise",
            "course_exercises", "copy_package", "rewrite_parts", "store_calls", "record_calls", "recordable",
-           "MANIFEST", "assignment_split", "make_colab_ready"]
+           "MANIFEST", "assignment_split", "make_colab_ready", "mark_references", "withheld_for"]
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,7 +62,7 @@ MANIFEST = "edition/manifest.json"
 
 #: What of this package a student's copy holds: the checks over stored data and the mapping of the course's layers
 #: onto PyTorch's (used by the PyTorch-backed stand-ins), nothing of the builder.
-SHIPPED = ("stored.py", "torch_layers.py")
+SHIPPED = ("stored.py", "torch_layers.py", "provided.py")
 
 EDITION_INIT = '''"""The class edition: checks over stored data (``stored``) and its data; no graded answer is here."""
 '''
@@ -301,25 +301,68 @@ def _store_judges(exercises: Sequence[Exercise], edition: Path) -> dict[str, str
     return where
 
 
+def mark_references(root: Path, exercises: Sequence[Exercise]) -> list[str]:
+    """Decorate each exercise's reference in the copy rooted at ``root`` so that the learner's implementation,
+    once provided (:mod:`course_lib.edition.provided`), runs wherever course code calls it; return their keys.
+
+    A function reference (or its stand-in) gets ``standing_in(key)``, a class exercise's class
+    ``standing_in_class(key)``; ``key`` is ``module.name``, as the grader names the reference."""
+    decorations: dict[str, str] = {}
+    for exercise in exercises:
+        ref = exercise.reference
+        module, name = getattr(ref, "__module__", ""), getattr(ref, "__qualname__", "")
+        if not module or not name.isidentifier() or not _in_copy(root, module):
+            continue
+        kind = "standing_in_class" if inspect.isclass(ref) else "standing_in"
+        decorations[f"{module}.{name}"] = f"__import__('course_lib.edition.provided').edition.provided.{kind}" \
+                                          f"({module + '.' + name!r})"
+    for module, names in keys_by_module(list(decorations)).items():
+        path = _module_file(root, module)
+        wanted = {n: decorations[f"{module}.{n}"] for n in names}
+        path.write_text(decorate_parts(path.read_text(encoding="utf-8"), wanted), encoding="utf-8")
+    return sorted(decorations)
+
+
+def _in_copy(root: Path, module: str) -> bool:
+    try:
+        _module_file(root, module)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def withheld_for(number: int, exercises: Sequence[Exercise] | None = None) -> list[Exercise]:
+    """The exercises whose answers notebook ``number``'s library withholds (its class edition and its grader's
+    sandbox): the notebook's own and every later notebook's (the one rule, :func:`assignment_split`)."""
+    exercises = list(course_exercises() if exercises is None else exercises)
+    return [e for e in exercises if _number(e.notebook) >= number]
+
+
 def strip_library(folder: Path, exercises: Sequence[Exercise] | None = None,
                   recorded: dict[str, dict[str, Any]] | None = None,
-                  checked: Sequence[Exercise] | None = None) -> dict[str, Any]:
+                  checked: Sequence[Exercise] | None = None, checks: bool = True) -> dict[str, Any]:
     """Write ``course_lib`` into ``folder`` with every graded part of ``exercises`` (default: the course's)
     replaced by its stand-in and the checks' stored data; return the manifest (also written to ``MANIFEST``).
+
+    The one builder of a withheld library: the class edition ships it, the grader's sandbox imports it
+    (:mod:`course_lib.grading.libcopy`, with ``checks=False``: no ``course_lib.checks`` and no stored cases,
+    the grader brings its own). Each reference is marked (:func:`mark_references`) so that the learner's own
+    implementation stands in once provided.
 
     ``recorded``: calls recorded from the lessons (:func:`record_calls`), served by stored stand-ins.
     ``checked``: the exercises whose checks the edition holds (default: ``exercises``); a per-assignment
     edition also checks the earlier notebooks' exercises, whose references it ships.
     """
     exercises = list(course_exercises() if exercises is None else exercises)
-    checked = exercises if checked is None else list(checked)
+    checked = (exercises if checked is None else list(checked)) if checks else []
     recorded = dict(recorded or {})
     root = folder / "course_lib"
-    copy_package(root)
+    copy_package(root, checks=checks)
     parts = graded_parts(exercises)
     kinds = {p.key: stand_in_kind(p.key, recorded) for p in parts}
     rewrite_parts(folder, {p.key: stand_in_source(p, kinds[p.key]) for p in parts if p.key.startswith("course_lib.")},
                   keep_decorators=True)
+    mark_references(folder, exercises)
     data = root / "edition" / "data"
     store_calls([p for p in parts if p.key.startswith("course_lib.")], data, recorded)
     judges = _store_judges(checked, root / "edition")
@@ -457,7 +500,7 @@ def assignment_split(graded: str, exercises: Sequence[Exercise], paths: Sequence
     if number not in {_number(p.name) for p in paths}:
         raise ValueError(f"no notebook {graded!r}: the course has {', '.join(p.stem for p in paths)}")
     shipped = [p for p in paths if _number(p.name) <= number]
-    withheld = [e for e in exercises if _number(e.notebook) >= number]
+    withheld = withheld_for(number, exercises)
     checked = [e for e in exercises if _number(e.notebook) <= number]
     return shipped, withheld, checked
 
@@ -597,6 +640,7 @@ def build_student_folder(assignment: Path, out: Path, record: bool = True) -> di
     recorded = record_calls(notebooks, [*parts, *course_parts], checks=checks) if record else {}
     kinds = {p.key: stand_in_kind(p.key, recorded) for p in parts}
     rewrite_parts(out, {p.key: stand_in_source(p, kinds[p.key]) for p in parts}, keep_decorators=True)
+    mark_references(out, exercises)
     data = out / "stored"
     data.mkdir(exist_ok=True)
     store_calls(parts, data, recorded)

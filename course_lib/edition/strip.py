@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 
-__all__ = ["replace_parts"]
+__all__ = ["replace_parts", "decorate_parts"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -74,4 +74,25 @@ def replace_parts(source: str, replacements: Mapping[str, str], keep_decorators:
     missing = sorted(set(replacements) - done)
     if missing:
         raise KeyError(f"replace_parts: the source defines no {', '.join(missing)}")
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def _find(body: list[ast.stmt], qualname: str) -> ast.stmt | None:
+    head, _, rest = qualname.partition(".")
+    for node in body:
+        if isinstance(node, _DEFS) and node.name == head:
+            return node if not rest else _find(node.body, rest) if isinstance(node, ast.ClassDef) else None
+    return None
+
+
+def decorate_parts(source: str, decorators: Mapping[str, str]) -> str:
+    """``source`` with each part named in ``decorators`` (``"f"``, ``"Class"``, ``"Class.method"``) given the
+    decorator its value spells (an expression, outermost), e.g. ``standing_in('module.f')``. Raises
+    ``KeyError`` naming a part the source does not define."""
+    tree = ast.parse(source)
+    for qualname, expression in decorators.items():
+        node = _find(tree.body, qualname)
+        if node is None:
+            raise KeyError(f"decorate_parts: the source defines no {qualname}")
+        node.decorator_list.insert(0, ast.parse(expression, mode="eval").body)
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

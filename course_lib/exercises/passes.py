@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +71,8 @@ class _Reads:
     problems: list[str] = field(default_factory=list)
 
     def read(self, cols: set[int], name: str) -> bool:
-        """Record a read of ``cols``; True when it is a revisit (see the module docstring)."""
+        """Record a read of the elements ``cols`` (each ``row * columns + column``); True when it is a revisit of
+        one of them (see the module docstring). Rows are kept apart: a loop over rows reads each row once."""
         if not cols:
             return False
         if not cols & self.current:  # another tile: the current visit ends
@@ -78,10 +80,15 @@ class _Reads:
             self.current = set()
         self.current |= cols
         revisit = bool(cols & self.visited)
-        if not revisit and len(cols) > self.tile_size and self.columns > self.tile_size:
-            self._problem(f"whole row: your code read {len(cols)} entries of a row at once ({name}) before the "
+        widest = max(Counter(c // self.columns for c in cols).values())  # entries of one row read at once
+        if not revisit and widest > self.tile_size and self.columns > self.tile_size:
+            self._problem(f"whole row: your code read {widest} entries of a row at once ({name}) before the "
                           f"normaliser was found: tiles of {self.tile_size}")
         return revisit
+
+    def unread(self, total: int) -> int:
+        """How many of the ``total`` elements no read reached."""
+        return total - len(self.visited | self.current)
 
     def _problem(self, message: str) -> None:
         """Keep the first problem of each kind (the text before the colon)."""
@@ -202,25 +209,56 @@ def row_reads(impl: Callable[..., Any], x: torch.Tensor, dim: int = -1, tile_siz
 
     Shapes: ``x`` any shape with ``dim`` an axis of it. Exceptions of ``impl`` propagate.
     """
+    problems, _ = _instrumented_call(impl, x, dim, tile_size, **kwargs)
+    return problems
+
+
+def _instrumented_call(impl: Callable[..., Any], x: torch.Tensor, dim: int, tile_size: int,
+                       **kwargs: Any) -> tuple[list[str], Any]:
+    """:func:`row_reads`'s call: its problems and the call's output."""
     n = x.shape[dim]
-    shape = [1] * x.dim()
-    shape[dim] = n
-    cols = torch.arange(n).reshape(shape).expand(x.shape).contiguous()  # each element's column
+    moved = x.movedim(dim, -1).shape
+    keys = torch.arange(x.numel()).reshape(moved).movedim(-1, dim).contiguous()  # each element: row * n + column
     reads = _Reads(tile_size=tile_size, columns=n)
-    row = _wrap(x.detach().clone(), reads, cols, second=False)
+    row = _wrap(x.detach().clone(), reads, keys, second=False)
     try:
-        impl(row, dim=dim, tile_size=tile_size, **kwargs)
+        out = impl(row, dim=dim, tile_size=tile_size, **kwargs)
     finally:
         _TAGS.clear()
-    return list(reads.problems)
+    problems = list(reads.problems)
+    unread = reads.unread(x.numel())
+    if unread and not problems:
+        problems.append(f"record: the record of your code's reads saw {x.numel() - unread} of the {x.numel()} "
+                        f"entries read (the record was cleared, or the input's type was tested and the check's "
+                        f"copy answered otherwise)")
+    return problems, _plain(out)
 
 
 def case_row_reads(impl: Callable[..., Any], case: Any) -> list[str]:
-    """:func:`row_reads` on an exercise case of a function ``f(x, dim=-1, tile_size=32)`` (notebook 13's
-    ``online_softmax``): ``x`` its first argument, ``dim`` and ``tile_size`` its keyword arguments. An
-    ``Exercise.access_check``; it lives here, not beside the exercise, because the grader's sandbox runs it and
-    the sandbox cannot see the checks (they hold the answers)."""
-    return row_reads(impl, case.args[0], dim=case.kwargs.get("dim", -1), tile_size=case.kwargs.get("tile_size", 32))
+    """:func:`row_reads` on an exercise case of a softmax ``f(x, dim=-1, tile_size=32)`` (notebook 13's
+    ``online_softmax``): ``x`` its first argument, ``dim`` and ``tile_size`` its keyword arguments, and the
+    instrumented call's output judged too: it must be the softmax of ``x`` along ``dim`` (PyTorch's, taken when
+    this module was imported), so that code telling the instrumented copy apart (``type(x) is not torch.Tensor``)
+    and answering it otherwise earns a problem, not a pass. An ``Exercise.access_check``; it lives here, not
+    beside the exercise, because the grader's sandbox runs it and the sandbox cannot see the checks (they hold
+    the answers)."""
+    x, dim = case.args[0], case.kwargs.get("dim", -1)
+    problems, out = _instrumented_call(impl, x, dim, case.kwargs.get("tile_size", 32))
+    if not problems and not _same_softmax(out, x, dim):
+        problems.append("output: under the check of how it reads its input, your code returned something else than "
+                        "the softmax it returns otherwise (compute the same way whatever the input's type)")
+    return problems
+
+
+_SOFTMAX = torch.softmax  # taken at import, before any learner code: a later rebinding of torch.softmax is not it
+
+
+def _same_softmax(out: Any, x: torch.Tensor, dim: int) -> bool:
+    """Whether ``out`` is a plain tensor equal to the softmax of ``x`` along ``dim`` (float64 tolerance)."""
+    if type(out) is not torch.Tensor or out.shape != x.shape:
+        return False
+    expected = _SOFTMAX(x.detach().double(), dim)
+    return bool(torch.allclose(out.detach().double(), expected, atol=1e-5, rtol=1e-4, equal_nan=True))
 
 
 def access_check_name(function: Callable[..., Any] | None) -> str | None:

@@ -363,6 +363,10 @@ def _parser() -> argparse.ArgumentParser:
                              "which holds only the course's dependencies otherwise (repeatable)")
     parser.add_argument("--no-policy", action="store_true",
                         help="skip the static policy (NOT for real grading: runtime defences only)")
+    parser.add_argument("--flags-score-zero", action="store_true",
+                        help="score 0 a submission flagged for review (its graded cells name the grader's internals: "
+                             "sys.modules, gc, inspect, __torch_function__, frames...); by default it is graded and "
+                             "only flagged in its report, the gradebook and summary.csv")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="run submissions without the bubblewrap sandbox (NOT for untrusted code; every report "
                              "says so)")
@@ -613,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     config = GradeConfig(source=args.source, cell_timeout=args.timeout_cell, total_timeout=args.timeout_total,
                          memory_mb=args.memory_mb, seed=args.seed, max_bytes=int(args.max_mb * 2**20),
                          policy=not args.no_policy, extra_modules=tuple(args.allow_module),
-                         sandbox=not args.unsafe_no_sandbox)
+                         sandbox=not args.unsafe_no_sandbox, flags_score_zero=args.flags_score_zero)
     started = time.monotonic()
     try:
         reports = grade_many(paths, config, args.out, jobs=args.jobs, quiet=args.quiet, options=options)

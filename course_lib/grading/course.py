@@ -140,25 +140,24 @@ class CourseCopy:
         self.setup_lines = setup_imports(self.nb.cells, skip)
         self.namespace = P.setup_namespace(STANDARD_IMPORTS + self.setup_lines)
         self.checks_module = str(checks or "")
-        self._libs: dict[frozenset[int], Path] = {}
+        self._lib: Path | None = None
         self._lib_lock = threading.Lock()
 
-    def library(self, withheld: frozenset[int]) -> Path:
-        """The sandbox's library with the references of exercises ``withheld`` (numbers) taken out: those the
-        submission's code runs for. Another exercise's reference stays, so that a later exercise building on
-        an unsolved one works as in the notebook (whose check falls back to the reference). Built once per
-        set, removed at exit."""
+    def library(self) -> Path:
+        """The sandbox's library: for a course notebook ``NN`` the week-``NN`` class edition's (its answers and
+        every later notebook's withheld, :func:`~course_lib.grading.sandbox.libcopy.build_library`), for an
+        instructor's assignment the whole course's with the assignment's own answers withheld. Built once,
+        removed at exit."""
         with self._lib_lock:
-            if withheld not in self._libs:
+            if self._lib is None:
                 folder = scratch_folder("lib")
                 atexit.register(shutil.rmtree, folder, True)
-                own = self.checks_module and not self.checks_module.startswith("course_lib.")
-                chosen = [self.specs[n].exercise for n in sorted(withheld)]
-                build_library(folder, [ex.reference for ex in chosen], self.folder if own else None,
-                              self.checks_module, exercises=chosen)
+                own = bool(self.checks_module) and not self.checks_module.startswith("course_lib.")
+                build_library(folder, None if own else _week(self.notebook_id), self.folder if own else None,
+                              self.checks_module, [s.exercise for s in self.specs])
                 folder.chmod(0o755)
-                self._libs[withheld] = folder
-            return self._libs[withheld]
+                self._lib = folder
+            return self._lib
 
     @property
     def max_total(self) -> float:
@@ -167,6 +166,12 @@ class CourseCopy:
 
 STANDARD_IMPORTS = ["import math", "import numpy as np", "import torch", "import torch.nn as nn",
                     "import torch.nn.functional as F", "from typing import Any, Optional"]
+
+
+def _week(notebook: str) -> int:
+    """A course notebook's number (``"04_masking"`` -> 4); 0 (the whole course withheld) for any other id."""
+    head = notebook.split("_", 1)[0]
+    return int(head) if head.isdigit() else 0
 
 
 def course_notebooks() -> list[Path]:

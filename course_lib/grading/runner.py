@@ -40,6 +40,7 @@ from course_lib.exercises.passes import access_check_name
 
 from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, claimed_notebook, course_notebooks, find_course_copy
 from .judging import policy as P
+from .judging.flags import tampering_flags
 from .judging.judge import judge
 from .records.report_types import ExerciseResult, SubmissionReport
 from .sandbox.executor import Limits, Plan, execute
@@ -63,6 +64,7 @@ class GradeConfig:
     seed: int | None = None
     max_bytes: int = 20 << 20
     policy: bool = True
+    flags_score_zero: bool = False  # a submission flagged for review (judging/flags.py) scores 0
     extra_modules: tuple[str, ...] = ()
     startup_timeout: float = 60.0
     sandbox: bool = True
@@ -216,6 +218,21 @@ def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tu
     return plan
 
 
+def _graded_cells(plan: Plan, cells: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The cells the sandbox runs, ``(index, source)``: each exercise's cell and the helper cells it needs."""
+    graded: dict[int, str] = {}
+    for exercise in plan.exercises:
+        if exercise["cell"] is None:
+            continue
+        at = exercise["cell_number"] - 1
+        graded[at] = exercise["cell"]
+        for helper in exercise["helpers"]:
+            where = max((i for i, src in cells if src == helper and i < at), default=None)
+            if where is not None:
+                graded[where] = helper
+    return sorted(graded.items())
+
+
 def _record(result: ExerciseResult, outcome: dict[str, Any]) -> None:
     """Put one exercise's outcome (judged as it arrived, when it ran) into its report line."""
     if outcome["status"] == "judged":
@@ -256,8 +273,15 @@ def _grade_into(report: SubmissionReport, path: Path, config: GradeConfig, cours
     def verdict(number: int, header: dict[str, Any], blob: bytes) -> tuple:
         return judge(course.specs[number], header, blob, config.memory_mb)
 
-    outcomes, report.kernel_starts, notes = execute(course.library, _plan(course, cells, chosen), config.limits(),
+    plan = _plan(course, cells, chosen)
+    report.flags = tampering_flags(_graded_cells(plan, cells))
+    outcomes, report.kernel_starts, notes = execute(course.library, plan, config.limits(),
                                                     started + config.total_timeout, verdict)
     report.notes += notes
     for number, outcome in outcomes.items():
         _record(report.exercises[number], outcome)
+    if report.flags and config.flags_score_zero:
+        for result in report.exercises:
+            if result.score:
+                result.score = 0.0
+                result.message = f"flagged for review, scored 0 (--flags-score-zero); {result.message}"[:2000]

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.models.layers import Encoder, normal_init_
+from course_lib.models.masking import padding_mask
 from course_lib.models.positional import LearnedPositionalEmbedding
 from course_lib.validation import check_positive_ints, validated_by
 
@@ -222,7 +223,7 @@ class BERT(nn.Module):
         """(batch, 1, 1, seq), True where a key may be attended to (not padding); ``None`` without ``pad_id``."""
         if self.pad_id is None:
             return None
-        return (tokens != self.pad_id)[:, None, None, :]
+        return padding_mask(tokens, self.pad_id)  # (batch, 1, 1, seq): notebook 04's, never a second copy
 
     def hidden_states(self, tokens: torch.Tensor) -> torch.Tensor:
         """The encoder's output (after its final LayerNorm): (batch, seq) -> (batch, seq, d_model)."""

@@ -32,6 +32,7 @@ from torch import nn
 
 from course_lib.models.attention import fused_attention, merge_heads, scaled_dot_product_attention, split_heads
 from course_lib.models.kv_cache import KVCache, SlidingWindowCache
+from course_lib.models.masking import sliding_window_mask
 from course_lib.models.rope import ROPE_LAYOUTS, Llama3Scaling, apply_rope
 from course_lib.validation import check_positive_ints, validated_by
 
@@ -64,36 +65,6 @@ def repeat_kv(x: torch.Tensor, num_groups: int) -> torch.Tensor:
     batch, kv_heads, seq, d_k = x.shape
     x = x[:, :, None].expand(batch, kv_heads, num_groups, seq, d_k)  # (batch, kv_heads, groups, seq, d_k)
     return x.reshape(batch, kv_heads * num_groups, seq, d_k)  # (batch, num_heads, seq, d_k)
-
-
-def sliding_window_mask(query_positions: torch.Tensor, key_positions: torch.Tensor,
-                        window: int | None = None) -> torch.Tensor:
-    """Which keys each query may attend to: key position ``k <= q``, and ``k > q - window`` when windowed.
-
-    Without a window this is the causal mask, written with absolute positions (so it also holds for the
-    queries of a later step against the cached keys); with one, each query sees itself and the
-    ``window - 1`` positions before it (Mistral's rule).
-
-    Shapes: ``query_positions`` ``(seq_q,)``, ``key_positions`` ``(seq_k,)`` -> boolean ``(seq_q, seq_k)``,
-    ``True`` = may attend.
-
-    Example:
-        >>> sliding_window_mask(torch.arange(4), torch.arange(4), window=2).int()
-        tensor([[1, 0, 0, 0],
-                [1, 1, 0, 0],
-                [0, 1, 1, 0],
-                [0, 0, 1, 1]], dtype=torch.int32)
-    """
-    for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
-        if not isinstance(p, torch.Tensor) or p.dim() != 1 or p.is_floating_point():
-            raise ValueError(f"sliding_window_mask: {name} must be an integer tensor of shape (seq,), got "
-                             f"{tuple(getattr(p, 'shape', ())) or type(p).__name__}")
-    q, k = query_positions[:, None], key_positions[None, :]  # (seq_q, 1) and (1, seq_k)
-    allowed = k <= q  # (seq_q, seq_k): causal
-    if window is not None:
-        check_positive_ints("sliding_window_mask", window=window)
-        allowed = allowed & (k > q - window)  # and no further back than window - 1 positions
-    return allowed
 
 
 def _check_mask(mask: object, target: tuple[int, ...]) -> None:

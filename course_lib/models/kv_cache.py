@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.models.masking import sliding_window_mask
+
 __all__ = ["KVCache", "SlidingWindowCache"]
 
 
@@ -109,7 +111,7 @@ class KVCache:
             raise ValueError(f"KVCache.causal_mask: num_queries must be between 1 and the {self.seen} positions "
                              f"seen, got {num_queries}")
         query_positions = torch.arange(self.seen - num_queries, self.seen, device=device)  # (num_queries,)
-        return self.key_positions(device)[None, :] <= query_positions[:, None]  # (num_queries, stored)
+        return sliding_window_mask(query_positions, self.key_positions(device))  # (num_queries, stored)
 
 class SlidingWindowCache(KVCache):
     """A rolling cache for sliding-window attention: earlier steps leave at most ``window - 1`` positions.

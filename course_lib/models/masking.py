@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import torch
 
+from course_lib.validation import check_positive_ints
+
 __all__ = [
     "padding_mask",
     "causal_mask",
@@ -48,6 +50,7 @@ __all__ = [
     "from_key_padding_mask",
     "to_additive_mask",
     "from_additive_mask",
+    "sliding_window_mask",
 ]
 
 
@@ -250,4 +253,34 @@ def from_additive_mask(additive_mask: torch.Tensor, threshold: float = -1e4) -> 
         raise ValueError(f"from_additive_mask: additive_mask must hold 0 (attend) or values <= {threshold} "
                          f"(masked); got {additive_mask[neither].flatten()[0].item()} in a tensor of shape "
                          f"{tuple(additive_mask.shape)} (a bias, not a mask)")
+    return allowed
+
+
+def sliding_window_mask(query_positions: torch.Tensor, key_positions: torch.Tensor,
+                        window: int | None = None) -> torch.Tensor:
+    """Which keys each query may attend to: key position ``k <= q``, and ``k > q - window`` when windowed.
+
+    Without a window this is the causal mask (:func:`causal_mask`), written with absolute positions (so it also
+    holds for the queries of a later step against the cached keys); with one, each query sees itself and the
+    ``window - 1`` positions before it (Mistral's rule).
+
+    Shapes: ``query_positions`` ``(seq_q,)``, ``key_positions`` ``(seq_k,)`` -> boolean ``(seq_q, seq_k)``,
+    ``True`` = may attend.
+
+    Example:
+        >>> sliding_window_mask(torch.arange(4), torch.arange(4), window=2).int()
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0],
+                [0, 1, 1, 0],
+                [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    for name, p in (("query_positions", query_positions), ("key_positions", key_positions)):
+        if not isinstance(p, torch.Tensor) or p.dim() != 1 or p.is_floating_point():
+            raise ValueError(f"sliding_window_mask: {name} must be an integer tensor of shape (seq,), got "
+                             f"{tuple(getattr(p, 'shape', ())) or type(p).__name__}")
+    q, k = query_positions[:, None], key_positions[None, :]  # (seq_q, 1) and (1, seq_k)
+    allowed = k <= q  # (seq_q, seq_k): causal
+    if window is not None:
+        check_positive_ints("sliding_window_mask", window=window)
+        allowed = allowed & (k > q - window)  # and no further back than window - 1 positions
     return allowed

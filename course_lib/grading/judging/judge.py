@@ -48,8 +48,8 @@ def _case_error(label: str, entry: dict[str, Any], memory_mb: int) -> tuple[str,
     error, line = _text(entry.get("error")), _text(entry.get("line"), 300)
     if error.startswith("WeightsMismatchError: "):  # a wrong answer, as in the notebook's check
         return "fail", f"case {label!r}: {error.removeprefix('WeightsMismatchError: ')}", WEIGHTS_HINT, line
-    if error.startswith("ReferenceWithheld: "):
-        return "error", f"case {label!r}: {error.removeprefix('ReferenceWithheld: ')}", "", line
+    if error.startswith("AnswerWithheld: "):
+        return "error", f"case {label!r}: {error.removeprefix('AnswerWithheld: ')}", "", line
     message = f"case {label!r}: your code raised {error}"
     if entry.get("status") == "memory":
         message += f" (over the memory limit of {memory_mb} MB)"

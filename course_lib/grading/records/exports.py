@@ -37,7 +37,7 @@ from typing import Any
 from ..judging.scoring import ScoringRule, exercise_points, late_factor
 from .gradebook import Gradebook, ManualGrade, Override, SubmissionRecord
 from .lms import CANVAS_COLUMNS, LmsOptions, Refused, canvas_rows, moodle_rows
-from .report import csv_safe, long_rows
+from .report import csv_safe, flags_text, long_rows
 from .report_types import ExerciseResult, SubmissionReport
 from .roster import UNMATCHED, Roster, RosterProblem, Student
 
@@ -225,15 +225,15 @@ def _summary(table: list[StudentRow], exercises: list[str]) -> Iterable[list[Any
                 points = {e.exercise: _g(e.points) for e in row.exercises}
                 yield [row.key, name, "", "", "missing (graded by hand)", "", "",
                        *[points.get(n, "") for n in exercises], _g(row.points), "", "", _g(row.total),
-                       _g(row.max_total)]
+                       _g(row.max_total), ""]
             else:
-                yield [row.key, name, "", "", "missing", "", "", *[""] * len(exercises), "", "", "", "", ""]
+                yield [row.key, name, "", "", "missing", "", "", *[""] * len(exercises), "", "", "", "", "", ""]
             continue
         points = {e.exercise: _g(e.points) for e in row.exercises}
         penalty = f"{(1 - row.factor) * 100:g}%" if row.factor < 1 else ""
         yield [row.key, name, row.submission.file, row.submission.notebook, row.submission.status,
                "yes" if row.report.sandbox else "NO", row.report.elapsed_s, *[points.get(n, "") for n in exercises],
-               _g(row.points), row.submitted_at, penalty, _g(row.total), _g(row.max_total)]
+               _g(row.points), row.submitted_at, penalty, _g(row.total), _g(row.max_total), flags_text(row.report)]
 
 
 def _lms_rows(table: list[StudentRow]) -> list[tuple[Student, str]]:
@@ -325,7 +325,7 @@ def write_exports(book: Gradebook, out: Path, roster: Roster | None, rule: Scori
     written = [atomic_csv(out / "grades.csv", _LONG, _long(table)),
                atomic_csv(out / "summary.csv",
                            ["student", "name", "submission", "notebook", "status", "sandbox", "elapsed_s",
-                            *exercises, "points", "submitted_at", "late_penalty", "total", "max_total"],
+                            *exercises, "points", "submitted_at", "late_penalty", "total", "max_total", "flags"],
                            _summary(table, exercises))]
     if roster is not None:
         top = max((row.max_total for row in table), default=0.0)

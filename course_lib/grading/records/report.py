@@ -33,7 +33,7 @@ from typing import Any
 from .report_types import SubmissionReport
 
 __all__ = ["report_name", "write_json", "write_markdown", "write_csv", "to_markdown", "escape_markdown", "csv_safe",
-           "long_rows"]
+           "long_rows", "flags_text"]
 
 _SYMBOL = {"pass": "✅", "fail": "❌", "error": "💥", "timeout": "⏳", "missing": "❔", "not-implemented": "⬜",
            "forbidden": "⛔"}
@@ -114,6 +114,7 @@ def to_markdown(report: SubmissionReport) -> str:
                  (f" — notebook {escape_markdown(report.notebook)}" if report.notebook else ""))
     if report.message:
         lines += ["", f"> {escape_markdown(report.message)}"]
+    lines += _flags(report)
     if report.exercises:
         lines += ["", "| exercise | score | status | cases passed | message |", "|---|---|---|---|---|"]
         for r in report.exercises:
@@ -121,6 +122,23 @@ def to_markdown(report: SubmissionReport) -> str:
                          f"{r.status} | {r.cases_passed}/{r.cases_total} | {escape_markdown(r.message, 300)} |")
         lines += _details(report)
     return "\n".join(lines + _footer(report)) + "\n"
+
+
+def flags_text(report: SubmissionReport) -> str:
+    """The report's flags for review in one CSV cell: ``reason: line | line; reason: ...`` ("" without any)."""
+    return "; ".join(f"{_text(flag.get('reason', ''))}: {' | '.join(_text(x) for x in flag.get('lines', []))}"
+                     for flag in report.flags if isinstance(flag, dict))[:4000]
+
+
+def _flags(report: SubmissionReport) -> list[str]:
+    if not report.flags:
+        return []
+    lines = ["", "## Flagged for review", "", "The graded cells name the grader's internals; the submission was "
+             "graded as usual (read the lines before publishing):", ""]
+    for flag in report.flags:
+        lines.append(f"- **{escape_markdown(flag.get('reason', ''), 300)}**")
+        lines += [f"  - {escape_markdown(line, 300)}" for line in flag.get("lines", [])]
+    return lines
 
 
 def write_markdown(report: SubmissionReport, path: Path) -> None:
@@ -159,10 +177,11 @@ def write_csv(reports: Sequence[tuple[str, SubmissionReport]], out: Path) -> tup
     with wide_path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", "notebook", "total", "max_total", "status", "sandbox", "elapsed_s",
-                         *exercise_names])
+                         *exercise_names, "flags"])
         for _, rep in reports:
             scores = {r.exercise: f"{r.score:g}" for r in rep.exercises}
             row = [rep.submission, rep.notebook, f"{rep.total:g}", f"{rep.max_total:g}", rep.status,
-                   "yes" if rep.sandbox else "NO", rep.elapsed_s, *[scores.get(n, "") for n in exercise_names]]
+                   "yes" if rep.sandbox else "NO", rep.elapsed_s, *[scores.get(n, "") for n in exercise_names],
+                   flags_text(rep)]
             writer.writerow([csv_safe(v) for v in row])
     return long_path, wide_path

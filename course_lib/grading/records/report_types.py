@@ -51,6 +51,8 @@ class SubmissionReport:
     versions: dict[str, str] = field(default_factory=dict)
     graded_at: str = ""
     notes: list[str] = field(default_factory=list)  # what the sandbox sent beyond its answers (ignored)
+    # lines of the graded cells that name the grader's internals: {"reason", "lines"} (judging/flags.py)
+    flags: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -224,10 +224,10 @@ class _Grading:
         talk.ask("check", number, step, self.deadline)
         return True
 
-    def run_from(self, library: Callable[[frozenset[int]], Path], job: Path, work: Path, start: int) -> int:
+    def run_from(self, library: Callable[[], Path], job: Path, work: Path, start: int) -> int:
         """One sandbox from exercise ``start``; returns where the next one must start."""
         exercises = self.plan.exercises
-        lib = library(frozenset(n for n in self.graded() if n >= start or n in self.clean))
+        lib = library()
         limits = self.limits
         group = SandboxCgroup(MAX_TASKS, limits.memory_mb + CGROUP_SLACK_MB, limits.cpu_share) \
             if limits.sandbox else None
@@ -274,11 +274,11 @@ class _Grading:
                 group.remove()
 
 
-def execute(library: Callable[[frozenset[int]], Path], plan: Plan, limits: Limits, deadline: float,
+def execute(library: Callable[[], Path], plan: Plan, limits: Limits, deadline: float,
             judge: Judge) -> tuple[dict[int, dict[str, Any]], int, list[str]]:
     """Run the plan's exercises (those with a cell); ``(outcomes by exercise number, sandboxes started, notes)``.
 
-    ``library(withheld)`` gives the sandbox's library with the references of exercises ``withheld`` taken out;
+    ``library()`` gives the sandbox's library (the graded week's class edition, :mod:`course_lib.grading.libcopy`);
     ``judge(number, answer, arrays)`` the verdict of one exercise from its answer.
     """
     folder = scratch_folder("job")

@@ -6,9 +6,9 @@ instructor's own environment may hold ``timm``, ``d2l`` or ``torchtune``, with a
 ready to call. An exercise cell that reaches one of them (``torch.importlib.import_module`` is one name away, and
 no static policy can close every such route) would hand in a library's answer as its own. So the sandbox does not
 show them at all: its package folders hold only the distributions that :data:`COURSE_REQUIREMENTS` (the course's
-own dependencies, ``pyproject.toml``), IPython (the runner's shell) and the modules the policy lets a cell import
-(``policy.ALLOWED_MODULES`` and ``--allow-module``) need, with everything those require in turn; the rest of each
-package folder is absent (:func:`visible_entries`, bound one by one by
+own dependencies, ``pyproject.toml``, but :data:`NOT_GRADED`), IPython (the runner's shell) and the modules the
+policy lets a cell import (``policy.ALLOWED_MODULES`` and ``--allow-module``) need, with everything those require
+in turn; the rest of each package folder is absent (:func:`visible_entries`, bound one by one by
 :func:`course_lib.grading.sandbox.sandbox.command`).
 
 The defence is absence, outside the learner's process (``docs/grading.md``): a library the sandbox cannot see
@@ -27,11 +27,16 @@ from collections.abc import Iterable
 from functools import lru_cache
 from importlib import metadata
 
-__all__ = ["COURSE_REQUIREMENTS", "RUNNER_REQUIREMENTS", "canonical", "sandbox_distributions", "visible_entries"]
+__all__ = ["COURSE_REQUIREMENTS", "NOT_GRADED", "RUNNER_REQUIREMENTS", "canonical", "sandbox_distributions",
+           "visible_entries"]
 
 #: The course's own dependencies: ``[project] dependencies`` of ``pyproject.toml`` (a test keeps them equal).
 COURSE_REQUIREMENTS = ("torch", "numpy", "matplotlib", "koreanize-matplotlib", "tqdm", "nbformat", "nbclient",
                        "ipykernel", "sacrebleu", "num2words", "tokenizers", "scikit-learn")
+#: The course's dependencies a graded cell never needs, left out of the sandbox with what they alone require:
+#: scikit-learn serves notebook 08's and 09's baselines outside any exercise, and brings SciPy, whose
+#: ``scipy.special.softmax`` (and ``log_softmax``, ``logsumexp``) answers notebook 00 (issue 45).
+NOT_GRADED = ("scikit-learn",)
 #: What the sandbox's runner itself imports beyond those: IPython's shell, which runs each cell as Jupyter does.
 RUNNER_REQUIREMENTS = ("ipython",)
 
@@ -69,7 +74,7 @@ def sandbox_distributions(extra_modules: tuple[str, ...] = ()) -> frozenset[str]
     from ..judging.policy import ALLOWED_MODULES
 
     installed = {canonical(d.metadata["Name"]): d for d in metadata.distributions() if d.metadata["Name"]}
-    todo = [canonical(n) for n in (*COURSE_REQUIREMENTS, *RUNNER_REQUIREMENTS)]
+    todo = [canonical(n) for n in (*COURSE_REQUIREMENTS, *RUNNER_REQUIREMENTS) if n not in NOT_GRADED]
     todo += sorted(_distributions_of_modules((*ALLOWED_MODULES, *extra_modules)))
     seen: set[str] = set()
     while todo:

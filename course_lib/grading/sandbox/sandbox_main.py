@@ -156,7 +156,7 @@ class Notebook:
 
 
 def withheld(key: str | None) -> Any:
-    """The stand-in of a withheld reference, or None (the module ``course_lib._submitted`` of the copy)."""
+    """The stand-in of a withheld reference in the sandbox's library, or None."""
     if not key:
         return None
     module, _, name = key.rpartition(".")
@@ -167,14 +167,15 @@ def withheld(key: str | None) -> Any:
 
 
 def provide(exercise: dict[str, Any], namespace: dict[str, Any]) -> None:
-    """Make the learner's implementation what course code calling the withheld reference gets."""
+    """Make the learner's implementation what course code calling the withheld reference gets
+    (:mod:`course_lib.edition.provided`)."""
     try:
-        import course_lib._submitted as submitted
+        from course_lib.edition.provided import provide as hand_over
     except ImportError:
         return
     impl = namespace.get(exercise["target"])
-    if impl is not None and impl is not withheld(exercise.get("key")):
-        submitted.provide(exercise.get("key") or "", impl)
+    if impl is not None and exercise.get("key") and impl is not withheld(exercise.get("key")):
+        hand_over(exercise["key"], impl)
 
 
 def identity_check(namespace: dict[str, Any], target: str | None = None) -> Callable[..., Any]:
