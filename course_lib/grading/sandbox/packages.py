@@ -32,11 +32,12 @@ __all__ = ["COURSE_REQUIREMENTS", "NOT_GRADED", "RUNNER_REQUIREMENTS", "canonica
 
 #: The course's own dependencies: ``[project] dependencies`` of ``pyproject.toml`` (a test keeps them equal).
 COURSE_REQUIREMENTS = ("torch", "numpy", "matplotlib", "koreanize-matplotlib", "tqdm", "nbformat", "nbclient",
-                       "ipykernel", "sacrebleu", "num2words", "tokenizers", "scikit-learn")
+                       "ipykernel", "sacrebleu", "num2words", "tokenizers", "regex", "scikit-learn", "anywidget")
 #: The course's dependencies a graded cell never needs, left out of the sandbox with what they alone require:
 #: scikit-learn serves notebook 08's and 09's baselines outside any exercise, and brings SciPy, whose
 #: ``scipy.special.softmax`` (and ``log_softmax``, ``logsumexp``) answers notebook 00 (issue 45).
-NOT_GRADED = ("scikit-learn",)
+#: anywidget draws the explorer (course_lib.figures.explorer), which no graded cell uses.
+NOT_GRADED = ("scikit-learn", "anywidget")
 #: What the sandbox's runner itself imports beyond those: IPython's shell, which runs each cell as Jupyter does.
 RUNNER_REQUIREMENTS = ("ipython",)
 
