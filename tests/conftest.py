@@ -25,9 +25,11 @@ picked with ``-k`` is never sampled out. See CONTRIBUTING.md, "Test tiers".
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import hashlib
 import math
 import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -277,7 +279,31 @@ def pytest_testnodedown(node: object, error: object) -> None:
     SAMPLE_NOTES.extend(note for note in output.get("course_sample_notes", []) if note not in SAMPLE_NOTES)
 
 
+#: A test that runs longer than this (seconds) is stopped, with every thread's traceback: no test hangs the run. A
+#: test may set its own with ``@pytest.mark.timeout(seconds)`` (every distributed test does); COURSE_TEST_TIMEOUT
+#: changes the default. A notebook cell has nbval's own limit (``--nbval-cell-timeout``), below this one.
+DEFAULT_TIMEOUT = float(os.environ.get("COURSE_TEST_TIMEOUT", "1800"))
+_TERMINAL: list[object] = []  # the run's own stderr, kept before output capture takes it over
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Arm a watchdog for the test's setup, call and teardown. It lives in C (``faulthandler``), so it fires even
+    when a thread hangs holding the interpreter's lock (a gloo process group's destructor at teardown did, for 15
+    minutes): it prints every thread's stack and ends the process, which fails the run instead of hanging it."""
+    marker = item.get_closest_marker("timeout")
+    seconds = float(marker.args[0]) if marker is not None and marker.args else DEFAULT_TIMEOUT
+    faulthandler.dump_traceback_later(seconds, exit=True, file=_TERMINAL[0] if _TERMINAL else sys.stderr)
+    try:
+        return (yield)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    capture = config.pluginmanager.getplugin("capturemanager")
+    saved = getattr(getattr(getattr(capture, "_global_capturing", None), "err", None), "targetfd_save", None)
+    _TERMINAL[:] = [os.fdopen(os.dup(saved if isinstance(saved, int) else sys.stderr.fileno()), "w")]
     # A plugin, not hooks of this conftest: a conftest's test hooks see only the items below its folder, and
     # this one must see nbval's cells in notebooks/.
     config.pluginmanager.register(NbvalSiteCache(config), "course-site-cache")

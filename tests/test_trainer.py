@@ -8,6 +8,7 @@ line naming the file or key, exit code 2)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -180,6 +181,7 @@ def test_sigkill_and_resume_equals_an_uninterrupted_run(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # distributed: a hang in a process group fails, never stalls
 def test_two_processes_equal_one_process_with_the_double_batch(tmp_path) -> None:
     """torchrun, DDP, gloo: 2 processes with batch 8 each against 1 process with batch 16. The translation
     task has padding, so the two processes' token counts differ and the loss rescaling is exercised."""
@@ -408,6 +410,7 @@ def test_gradient_accumulation_equals_the_larger_batch() -> None:
         _tiny_translation(0, 8, 1)
 
 
+@pytest.mark.timeout(120)  # distributed: a hang in a process group fails, never stalls
 def test_accumulation_skips_the_gradient_all_reduce_on_all_but_the_last_batch(tmp_path) -> None:
     """DDP's own ``no_sync`` on the micro-steps: its flag seen from inside each forward pass (a group of one)."""
     import torch.distributed as dist
@@ -428,6 +431,8 @@ def test_accumulation_skips_the_gradient_all_reduce_on_all_but_the_last_batch(tm
         train(model, batches, 3, torch.optim.SGD(model.parameters(), lr=0.1), loss_fn=torch.nn.CrossEntropyLoss(),
               step_fn=step_fn, progress=False, accumulate=2)
     finally:
+        model = None  # noqa: F841 - torn down in order: the DDP reducer holds the group, it goes first
+        gc.collect()
         dist.destroy_process_group()
     assert seen == [False, True] * 3
 
@@ -448,6 +453,7 @@ def _kill_workers(launcher: subprocess.Popen) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds torchrun's workers in /proc (Linux)")
+@pytest.mark.timeout(900)  # distributed: a hang in a process group fails, never stalls
 def test_two_processes_end_on_a_checkpoint_step_and_resume_after_sigkill(tmp_path) -> None:
     """steps a multiple of checkpoint_every (as both tasks' defaults are): the run used to hang at its end,
     rank 0 in a barrier and rank 1 in all_gather_object, each deciding the last save from the disk. Killed
@@ -513,6 +519,7 @@ dist.destroy_process_group()
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # distributed: a hang in a process group fails, never stalls
 def test_a_non_finite_loss_on_one_process_stops_every_process_at_that_step(tmp_path) -> None:
     """Rank 1's loss is NaN at step 3: both processes raise there (before, rank 0 waited in DDP's all-reduce)."""
     script = tmp_path / "nan_on_one.py"
@@ -685,6 +692,7 @@ def test_llama_configuration_errors_are_one_line_exit_2(tmp_path, capsys, settin
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # distributed: a hang in a process group fails, never stalls
 def test_llama_on_two_processes_equals_one_process_with_the_double_batch(tmp_path) -> None:
     """torchrun, DDP, gloo: notebook 13's model (multi-query, a sliding window) on 2 processes with batch 4 each
     against 1 process with batch 8: the same parameters within 1e-5 and the same logged losses."""

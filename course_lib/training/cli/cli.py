@@ -203,6 +203,7 @@ def run(task: str, config: dict, out: str | os.PathLike, resume: bool = False, p
     folder = out / "checkpoints"
     ctx = init_distributed(device)
     say = (lambda *a: print(*a, flush=True)) if ctx.is_main else (lambda *a: None)
+    model = None
     try:
         plan = _decided_by_rank0(ctx, lambda: plan_start(task, config, out, resume, force, ctx.world_size))
         if plan.note:
@@ -278,6 +279,7 @@ def run(task: str, config: dict, out: str | os.PathLike, resume: bool = False, p
             torch.distributed.barrier()
         return result
     finally:
+        model = None  # noqa: F841 - DDP's reducer holds the process group: it goes first (see DistributedContext.close)
         ctx.close()
 
 

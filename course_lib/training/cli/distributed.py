@@ -9,6 +9,7 @@ NCCL on CUDA and gloo otherwise. Started without ``torchrun``, it is one process
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 
@@ -39,8 +40,13 @@ class DistributedContext:
         return self.world_size > 1
 
     def close(self) -> None:
-        """Leave the process group (when there is one)."""
+        """Leave the process group (when there is one), after what still refers to it is collected.
+
+        Teardown in order: a ``DistributedDataParallel`` model's reducer holds the group, and a gloo group
+        destroyed under it can hang in its destructor when the reducer goes later (the hang of issue 47). The
+        caller drops its model first; this collects the garbage, then destroys the group."""
         if self.distributed and torch.distributed.is_initialized():
+            gc.collect()
             torch.distributed.destroy_process_group()
 
 
