@@ -48,9 +48,8 @@ from course_lib.data.translation import (
 )
 from course_lib.data.treebank import Treebank, make_treebank
 from course_lib.evaluation.metrics import parse_scores, translation_scores
-from course_lib.experiments.paper import with_key_size, with_learned_positions
 from course_lib.generation.decoding import translate
-from course_lib.models.transformer import Transformer, count_parameters
+from course_lib.models.transformer import Transformer, count_parameters, with_key_size, with_learned_positions
 from course_lib.training.engine import label_smoothed_cross_entropy, make_optimizer, make_scheduler, train
 
 __all__ = ["NumberDataRecipe", "NumberData", "number_data", "RunSettings", "build_variant", "score_model",
@@ -134,7 +133,7 @@ def build_variant(cfg: Mapping[str, object], data: NumberData, device: torch.dev
 
     ``num_heads``, ``num_layers``, ``d_model``, ``d_ff`` and ``dropout`` go to the constructor; ``d_k``
     (row B) replaces every attention by one whose queries and keys have ``d_k`` features per head
-    (:func:`course_lib.experiments.paper.with_key_size`); ``positions="learned"`` (row E) replaces the sinusoids.
+    (:func:`course_lib.models.transformer.with_key_size`); ``positions="learned"`` (row E) replaces the sinusoids.
     """
     model = Transformer(len(data.src_vocab), len(data.tgt_vocab), d_model=cfg["d_model"],
                         num_heads=cfg["num_heads"], num_encoder_layers=cfg["num_layers"],

@@ -6,7 +6,8 @@
   :class:`~course_lib.models.attention.MultiHeadAttention`'s ``d_k``) and
   :func:`with_learned_positions` (row E: learned positional embeddings instead of sinusoids) change a
   :class:`course_lib.models.transformer.Transformer` in place, since its constructor ties d_k to d_model / h and
-  always uses sinusoids.
+  always uses sinusoids. They live in :mod:`course_lib.models.transformer` (the ``course-train`` tasks build
+  them too, and training imports nothing from here) and are named here as the table's rows.
 - :func:`average_checkpoints`: the element-wise mean of several ``state_dict``\\ s (section 6.1: "we used a
   single model obtained by averaging the last 5 checkpoints"), one entry at a time with
   :func:`average_weights`, the reference of notebook 12's exercise.
@@ -26,11 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 
-from course_lib.models.attention import MultiHeadAttention
 from course_lib.models.complexity import layer_flops
-from course_lib.models.positional import LearnedPositionalEmbedding
+from course_lib.models.transformer import with_key_size, with_learned_positions  # Table 3's rows B and E
 
 __all__ = [
     "Table3Row", "PAPER_TABLE3", "PAPER_BASE_DEV", "with_key_size", "with_learned_positions",
@@ -78,46 +77,6 @@ PAPER_TABLE3: tuple[Table3Row, ...] = (
     Table3Row("D", "eps_ls=0.2", {"smoothing": 0.2}, 5.47, 25.7),
     Table3Row("E", "learned positions", {"positions": "learned"}, 4.92, 25.7),
 )
-
-
-# ---------------------------------------------------------------------------------------------------
-# Row B: attention with its own key size; row E: learned positions
-# ---------------------------------------------------------------------------------------------------
-
-def with_key_size(model: nn.Module, d_k: int) -> nn.Module:
-    """Replace every ``MultiHeadAttention`` of ``model``'s encoder and decoder layers by a
-    :class:`~course_lib.models.attention.MultiHeadAttention` with the same d_model, heads and dropout but key size
-    ``d_k``; returns ``model``.
-
-    The new attention is freshly initialised (call this before training). Xavier-uniform weights, as the
-    course's :class:`~course_lib.models.transformer.Transformer` gives its stacks.
-    """
-    replaced = 0
-    for stack in (model.encoder, model.decoder):
-        for layer in stack.layers:
-            for name in ("self_attn", "cross_attn"):
-                old = getattr(layer, name, None)
-                if old is None:
-                    continue
-                new = MultiHeadAttention(old.d_model, old.num_heads, dropout=old.dropout, d_k=d_k)
-                for p in new.parameters():
-                    if p.dim() > 1:
-                        nn.init.xavier_uniform_(p)
-                setattr(layer, name, new.to(next(old.parameters()).device))
-                replaced += 1
-    if replaced == 0:
-        raise ValueError("with_key_size: model has no encoder/decoder layers with self_attn or cross_attn")
-    return model
-
-
-def with_learned_positions(model: nn.Module) -> nn.Module:
-    """Replace ``model.positional`` (sinusoids) by a :class:`LearnedPositionalEmbedding` with the same
-    ``max_len``, width and dropout; returns ``model`` (Table 3, row E)."""
-    old = model.positional
-    d_model, max_len = model.d_model, model.max_len
-    dropout = old.dropout.p if isinstance(getattr(old, "dropout", None), nn.Dropout) else 0.0
-    model.positional = LearnedPositionalEmbedding(max_len, d_model, dropout=dropout)
-    return model
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -30,12 +30,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.models.attention import MultiHeadAttention
 from course_lib.models.layers import Decoder, Encoder
 from course_lib.models.masking import decoder_mask, padding_mask
-from course_lib.models.positional import PositionalEncoding
+from course_lib.models.positional import LearnedPositionalEmbedding, PositionalEncoding
 
 __all__ = [
     "Transformer",
+    "with_key_size",
+    "with_learned_positions",
     "shift_right",
     "PaperConfig",
     "PAPER_BASE",
@@ -304,3 +307,56 @@ def transformer_parameter_count(vocab_size: int, d_model: int, num_heads: int, n
     total += 2 * norm if final_norms else 0
     total += vocab_size if output_bias else 0
     return total
+
+
+# The paper's Table 3, rows B and E: variants of the model, here where the arrow of imports runs down (the
+# command's tasks and notebook 12's grid both build them).
+
+def with_key_size(model: nn.Module, d_k: int) -> nn.Module:
+    """Replace every ``MultiHeadAttention`` of ``model``'s encoder and decoder layers by a
+    :class:`~course_lib.models.attention.MultiHeadAttention` with the same d_model, heads and dropout but key size
+    ``d_k``; returns ``model``.
+
+    The new attention is freshly initialised (call this before training). Xavier-uniform weights, as the
+    course's :class:`~course_lib.models.transformer.Transformer` gives its stacks. Shapes are unchanged: the values
+    keep d_model / num_heads features per head, so every layer still maps (batch, seq, d_model) to the same.
+
+    Example:
+        >>> model = with_key_size(Transformer(20, 20, d_model=16, num_heads=4, num_encoder_layers=1,
+        ...                                   num_decoder_layers=1, d_ff=32), d_k=2)
+        >>> model.encoder.layers[0].self_attn.w_q.weight.shape  # (num_heads * d_k, d_model)
+        torch.Size([8, 16])
+    """
+    replaced = 0
+    for stack in (model.encoder, model.decoder):
+        for layer in stack.layers:
+            for name in ("self_attn", "cross_attn"):
+                old = getattr(layer, name, None)
+                if old is None:
+                    continue
+                new = MultiHeadAttention(old.d_model, old.num_heads, dropout=old.dropout, d_k=d_k)
+                for p in new.parameters():
+                    if p.dim() > 1:
+                        nn.init.xavier_uniform_(p)
+                setattr(layer, name, new.to(next(old.parameters()).device))
+                replaced += 1
+    if replaced == 0:
+        raise ValueError("with_key_size: model has no encoder/decoder layers with self_attn or cross_attn")
+    return model
+
+
+def with_learned_positions(model: nn.Module) -> nn.Module:
+    """Replace ``model.positional`` (sinusoids) by a :class:`LearnedPositionalEmbedding` with the same
+    ``max_len``, width and dropout; returns ``model`` (Table 3, row E). Shapes are unchanged: (batch, seq, d_model).
+
+    Example:
+        >>> model = with_learned_positions(Transformer(20, 20, d_model=16, num_heads=4, num_encoder_layers=1,
+        ...                                            num_decoder_layers=1, d_ff=32, max_len=10))
+        >>> type(model.positional).__name__
+        'LearnedPositionalEmbedding'
+    """
+    old = model.positional
+    d_model, max_len = model.d_model, model.max_len
+    dropout = old.dropout.p if isinstance(getattr(old, "dropout", None), nn.Dropout) else 0.0
+    model.positional = LearnedPositionalEmbedding(max_len, d_model, dropout=dropout)
+    return model

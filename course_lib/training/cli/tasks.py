@@ -153,10 +153,9 @@ def build_translate(config: dict, device: torch.device) -> Setup:
     (``architecture="gru"`` or ``"gru_additive"``: notebook 09's recurrent encoder-decoders instead)."""
     from course_lib.data.translation import BPETokenizer, TranslationDataset, Vocab, WordTokenizer, collate
     from course_lib.evaluation.metrics import translation_scores
-    from course_lib.experiments.paper import with_key_size, with_learned_positions
     from course_lib.generation.decoding import translate
     from course_lib.models.seq2seq import RNNEncoderDecoder
-    from course_lib.models.transformer import Transformer
+    from course_lib.models.transformer import Transformer, with_key_size, with_learned_positions
     from course_lib.training.engine import label_smoothed_cross_entropy, make_optimizer, make_scheduler
 
     train_pairs, test_pairs, origin = _translation_pairs(config)
