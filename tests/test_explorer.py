@@ -270,3 +270,20 @@ def test_the_explorer_in_jupyterlab(tmp_path: Path) -> None:
         slider.dispatch_event("input")
         assert float(bars.first.get_attribute("data-prob")) > before
         screenshot(page, "lab-explorer")
+
+
+@pytest.mark.slow
+def test_grouped_heads_name_their_key_value_head(tmp_path: Path) -> None:
+    from browser import chromium
+
+    weights = torch.softmax(torch.randn(4, 3, 3, generator=torch.Generator().manual_seed(0)), -1)  # (heads, q, k)
+    view = explore_heads([attention_input("x", list("abc"), list("abc"), [weights])], groups=[0, 0, 1, 1])
+    page_file = tmp_path / "grouped.html"
+    page_file.write_text("<html><body>" + static_html(view.data) + "</body></html>", encoding="utf-8")
+    with chromium() as browser:
+        page = browser.new_page()
+        page.goto(page_file.as_uri())
+        page.wait_for_selector("[data-view=attention] canvas")
+        options = page.eval_on_selector_all("[data-view=attention] select option", "els => els.map(e => e.textContent)")
+        assert "3 (key/value head 2)" in options and "2 (key/value head 1)" in options
+        assert page.locator("[data-view=attention] canvas").count() == 4  # all heads, side by side
