@@ -22,6 +22,8 @@ from conftest import ROOT
 from nbtools import load
 from test_gradebook import NB13, mixed_class
 
+from course_lib.checks import EXERCISES as CHECKS_TABLE
+from course_lib.exercises import get_exercise
 from course_lib.exercises.notebooks import exercise_cells, solve
 from course_lib.grading.cli import main
 from course_lib.grading.records.gradebook import GRADEBOOK_NAME, Gradebook
@@ -247,7 +249,7 @@ def test_class_edition_submissions_are_graded_as_the_course_grades_them(tmp_path
 def test_a_solved_notebook_00_handed_in_for_notebook_13_earns_nothing(tmp_path: Path, capsys) -> None:
     """The lead's finding: a class's folder of notebook-13 submissions in which bob handed in his solved notebook
     00 as ``bob_13_todays_models.ipynb``. Without --source the run stops before grading and asks for it; with
-    --source, alice's solved 13 earns 7/7 in the sandbox and bob's file 0/7, reported as wrong-notebook."""
+    --source, alice's solved 13 earns full marks in the sandbox and bob's file 0, reported as wrong-notebook."""
     try:
         probe()
     except SandboxUnavailable as err:
@@ -260,6 +262,7 @@ def test_a_solved_notebook_00_handed_in_for_notebook_13_earns_nothing(tmp_path: 
     said = capsys.readouterr().out
     assert f"wrong notebook: {paths['bob'].name}: this file is notebook 00_welcome, not 13_todays_models" in said
     summary = {r["student"]: r for r in _rows(out / "summary.csv")}
+    full = f"{sum(get_exercise(name).points for name in CHECKS_TABLE['nb13_todays_models']):g}"  # notebook 13's
     assert {k: (r["status"], r["total"], r["max_total"]) for k, r in summary.items()} == {
-        "alice_13_todays_models": ("graded", "7", "7"), "carol_13_todays_models": ("graded", "0", "7"),
-        "bob_13_todays_models": ("wrong-notebook", "0", "7")}, summary
+        "alice_13_todays_models": ("graded", full, full), "carol_13_todays_models": ("graded", "0", full),
+        "bob_13_todays_models": ("wrong-notebook", "0", full)}, summary

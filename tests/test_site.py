@@ -231,7 +231,8 @@ def _explorer_page(browser: object, url: str, base: str) -> tuple[object, list[s
     page.route("**/*", lambda route: route.continue_() if route.request.url.startswith((base, "data:", "blob:"))
                else (refused.append(route.request.url), route.abort()))
     page.goto(url, wait_until="load")
-    page.wait_for_selector(".course-explorer .cx-root", timeout=30_000)
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")  # the deep dives,
+    page.wait_for_selector(".course-explorer .cx-root", timeout=30_000)  # opened as a reader opens them
     return page, refused
 
 

@@ -146,8 +146,8 @@ class CourseCopy:
     def library(self) -> Path:
         """The sandbox's library: for a course notebook ``NN`` the week-``NN`` class edition's (its answers and
         every later notebook's withheld, :func:`~course_lib.grading.sandbox.libcopy.build_library`), for an
-        instructor's assignment the whole course's with the assignment's own answers withheld. Built once,
-        removed at exit."""
+        instructor's assignment the whole course (its public API) with the assignment's own answers withheld.
+        Built once, removed at exit."""
         with self._lib_lock:
             if self._lib is None:
                 folder = scratch_folder("lib")

@@ -50,10 +50,13 @@ def reference_key(reference: Any) -> str | None:
 def build_library(folder: Path, number: int | None, assignment: Path | None = None, checks: str = "",
                   exercises: Sequence[Exercise] = ()) -> list[str]:
     """Write the sandbox's ``course_lib`` into ``folder``: the class edition's library of course notebook
-    ``number``, or (``number`` None) of the whole course with an assignment's own modules from ``assignment``
+    ``number``, or (``number`` None) the whole course, nothing of it withheld, with an assignment's own modules
+    from ``assignment``
     (its checks module ``checks`` left out, the graded parts of its ``exercises`` withheld); return the keys
     of the graded parts withheld."""
-    withheld = withheld_for(0 if number is None else number)
+    # An instructor's own assignment is built on the course's public API (assignments/kv_cache calls notebook 01's
+    # attention): it gets the whole course, only its own graded parts withheld.
+    withheld = [] if number is None else withheld_for(number)
     manifest = strip_library(folder, withheld, checks=False)
     room = folder / "course_lib" / "grading" / "sandbox"
     room.mkdir(parents=True)
