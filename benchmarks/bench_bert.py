@@ -1,6 +1,6 @@
-"""Notebook 11's claim, measured: pre-train then fine-tune against the same model trained from scratch.
+"""Notebook 12's claim, measured: pre-train then fine-tune against the same model trained from scratch.
 
-The labelled task of notebook 11 (``course_lib.data.stdlib_docstrings``: which of six standard-library packages a
+The labelled task of notebook 12 (``course_lib.data.stdlib_docstrings``: which of six standard-library packages a
 docstring comes from), with the same small labelled budget for both models (``--per-class`` docstrings of
 each package, drawn with the seed) and the same fine-tuning recipe (``--finetune-steps`` steps of AdamW at
 ``--finetune-lr``). The pre-trained model first reads the library's other docstrings for
@@ -12,7 +12,7 @@ word counts alone reach.
 
 Usage (take the benchmark lock on a shared machine)::
 
-    flock /tmp/bench.lock python benchmarks/bench_bert.py            # 3 seeds, notebook 11's LONG_RUN budget
+    flock /tmp/bench.lock python benchmarks/bench_bert.py            # 3 seeds, notebook 12's LONG_RUN budget
     flock /tmp/bench.lock python benchmarks/bench_bert.py --quick    # one seed, a few steps
 
 Writes ``benchmarks/results/bert.md`` and prints ``RESULT`` lines for ``run_all.py``.
@@ -44,8 +44,8 @@ from course_lib.training.pretraining import (  # noqa: E402
     pretrain_mlm,
 )
 
-# notebooks/11_bert.ipynb, sections 2-7
-CONFIG = dict(d_model=128, num_heads=4, num_layers=2, dropout=0.0)  # notebook 11 (no dropout: see its section 5)
+# notebooks/12_bert.ipynb, sections 2-7
+CONFIG = dict(d_model=128, num_heads=4, num_layers=2, dropout=0.0)  # notebook 12 (no dropout: see its section 5)
 
 
 def one_seed(data: DocstringData, seed: int, args: argparse.Namespace) -> dict:
@@ -78,12 +78,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 20 pre-training and 10 fine-tuning steps")
     parser.add_argument("--pretrain-steps", type=int, default=2400,
-                        help="MLM steps (notebook 11: 600; its LONG_RUN: 2400)")
+                        help="MLM steps (notebook 12: 600; its LONG_RUN: 2400)")
     parser.add_argument("--finetune-steps", type=int, default=120)
     parser.add_argument("--finetune-lr", type=float, default=3e-4)
     parser.add_argument("--per-class", type=int, default=32, help="labelled docstrings of each package")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (notebook 11 asks for 2)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (notebook 12 asks for 2)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "bert.md")
     args = parser.parse_args()
     if args.quick:
@@ -98,7 +98,7 @@ def main() -> int:
         print(f"seed {seed}: {runs[-1]}", flush=True)
     gaps = [r["pretrained"] - r["scratch"] for r in runs]
     med = {k: statistics.median(r[k] for r in runs) for k in ("pretrained", "scratch", "bag_of_words")}
-    lines = ["# Notebook 11: pre-trained then fine-tuned, against the same model from scratch", "",
+    lines = ["# Notebook 12: pre-trained then fine-tuned, against the same model from scratch", "",
              markdown_machine(info), "", load_note(busy), "",
              f"Task: {len(data.classes)} packages ({', '.join(data.classes)}); {args.per_class} labelled docstrings "
              f"per package for training, {len(data.valid_labels)} held-out docstrings for validation. Model: BERT "

@@ -1,6 +1,6 @@
 """The explorer's update latency in a real browser: a hover on a token and a move of a slider, until the next frame.
 
-The views are those notebook 10 opens (``course_lib.figures.explorer``) on a GPT of notebook 10's size (untrained:
+The views are those notebook 11 opens (``course_lib.figures.explorer``) on a GPT of notebook 11's size (untrained:
 the time does not depend on the weights): the self-attention of a 64-piece prompt (4 layers x 4 heads), 30 steps of
 next-token logits over a vocabulary of 1024, and a sinusoidal table of 128 positions. They are drawn as the
 website draws them (the static twin: the same JavaScript as the widget) in headless Chromium (Debian's, as the
@@ -108,7 +108,7 @@ def main() -> None:
     busy = cpu_busy_share()
     timings, model_seconds, tokens = measure(repeats, args.quick)
     lines = ["# The explorer's update latency", "",
-             f"Notebook 10's views on a GPT of its size (4 layers x 4 heads, a {tokens}-piece prompt; 30 steps of "
+             f"Notebook 11's views on a GPT of its size (4 layers x 4 heads, a {tokens}-piece prompt; 30 steps of "
              f"logits over 1,024 tokens; 128 positions), drawn as the website draws them, in headless Chromium. "
              f"{repeats} updates of each kind, each timed in the page from the event to two animation frames later. "
              f"Target: within {TARGET_MS:.0f} ms.", "",

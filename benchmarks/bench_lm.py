@@ -1,13 +1,13 @@
-"""Notebook 10's language model: validation perplexity against the best n-gram, and the KV cache's speed.
+"""Notebook 11's language model: validation perplexity against the best n-gram, and the KV cache's speed.
 
 1. Perplexity: on the Python-docs corpus (``course_lib.data.python_docs.python_docs_corpus``, byte-level BPE of 1024),
-   the interpolated Kneser-Ney 1- to 5-gram (``--orders``) and, for each seed, notebook 10's GPT trained for
+   the interpolated Kneser-Ney 1- to 5-gram (``--orders``) and, for each seed, notebook 11's GPT trained for
    ``--steps`` steps (stopped early at ``--seconds`` of wall time); validation perplexity on the same tokens.
    Target of issue 19: the GPT's median over 3 seeds at least 25 % below the best n-gram after at most 3
    minutes of training on 2 cores. The CPU time of the process is recorded beside the wall time: on a shared,
    loaded machine it is the better estimate of the time on an idle one (it does not count waiting for a core).
 2. KV cache: greedy generation of ``--gen-tokens`` (256) new tokens after an 8-token prompt with a GPT of
-   notebook 10's size (``max_len`` 512, weights untrained: speed does not depend on them), with and without
+   notebook 11's size (``max_len`` 512, weights untrained: speed does not depend on them), with and without
    the cache; tokens per second (median of 3 repeats) and the largest difference between cached and
    uncached logits. Target: >= 3x, logits equal to 1e-5.
 
@@ -41,7 +41,7 @@ from course_lib.models.ngram import KneserNeyLM  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
 from course_lib.training.language_model import evaluate_perplexity, train_lm  # noqa: E402
 
-# notebooks/10_language_model.ipynb, sections 2-5
+# notebooks/11_language_model.ipynb, sections 2-5
 VOCAB_SIZE, SEQ_LEN = 1024, 128
 CONFIG = dict(d_model=128, num_heads=4, num_layers=4, dropout=0.0, activation="gelu_tanh")
 TRAIN = dict(batch_size=16, seq_len=SEQ_LEN, lr=2e-3, warmup=30)
@@ -95,13 +95,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 150 steps, 128 new tokens, 1 repeat")
     parser.add_argument("--steps", type=int, default=1500,
-                        help="steps of the schedule (notebook 10: 400); about 1500 fit in the 3-min cap on 2 idle CPUs")
+                        help="steps of the schedule (notebook 11: 400); about 1500 fit in the 3-min cap on 2 idle CPUs")
     parser.add_argument("--seconds", type=float, default=TARGET_SECONDS, help="wall-time cap on training")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--eval-every", type=int, default=0,
                         help="also record the validation perplexity every N steps (the learning curve; costs time)")
     parser.add_argument("--dropout", type=float, default=CONFIG["dropout"],
-                        help="dropout of the trained GPT (notebook 10: 0.0; its LONG_RUN: 0.1)")
+                        help="dropout of the trained GPT (notebook 11: 0.0; its LONG_RUN: 0.1)")
     parser.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3, 4, 5],
                         help="n-gram orders of the baseline; the best of them is the one to beat")
     parser.add_argument("--gen-tokens", type=int, default=256)
@@ -116,7 +116,7 @@ def main() -> int:
     busy = cpu_busy_share()
     info = machine_info()
     speed = cache_speed(args)
-    lines = ["# Notebook 10: language-model perplexity and KV-cache speed", "",
+    lines = ["# Notebook 11: language-model perplexity and KV-cache speed", "",
              markdown_machine(info), "", load_note(busy), ""]
     if not args.skip_training:
         ngram, runs = perplexity_runs(args)

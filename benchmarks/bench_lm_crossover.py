@@ -1,18 +1,18 @@
 """Where the GPT overtakes the n-gram: validation perplexity as the training text and the time budget grow.
 
-Notebook 10's GPT (``bench_lm.CONFIG``, ``bench_lm.TRAIN``) against interpolated Kneser-Ney whose order (1 to 7)
+Notebook 11's GPT (``bench_lm.CONFIG``, ``bench_lm.TRAIN``) against interpolated Kneser-Ney whose order (1 to 7)
 and discount are chosen on held-out text (a development split of the training documents, every ``--dev-every``-th
 one, never the validation text), on two training texts, both offline and split by document without copies
 (:func:`course_lib.data.python_docs.split_documents` drops every validation paragraph seen in training):
 
 - ``manual``: Python's reference manual (:func:`course_lib.data.python_docs.python_docs_corpus`, ~0.47 M
-  characters), the text notebook 10 trains on;
+  characters), the text notebook 11 trains on;
 - ``manual+stdlib``: the manual and the running Python's standard-library source (every ``.py`` file under
   ``sysconfig``'s ``stdlib`` path outside test folders and ``site-packages``, identical files once; ~12 M
   characters under Python 3.11), documents named by their path.
 
 For each text and seed, one run of a fixed number of steps (``--steps``: 1400 on the manual, 7000 on the
-larger text) with ``train_lm``, notebook 10's trainer (warm-up, then a cosine to 10 % at the last step); the
+larger text) with ``train_lm``, notebook 11's trainer (warm-up, then a cosine to 10 % at the last step); the
 validation perplexity is measured ``--evaluations`` times along the run. Every model, n-gram and GPT, scores
 the same validation tokens: the whole validation text (``--valid-windows 0``, the default), or that many windows
 of 128 tokens spread evenly over it (not its first ones: the validation documents are in order, and the first
@@ -23,7 +23,7 @@ longer run whose rate has not decayed yet: a run planned for that shorter budget
 **Budgets are steps, converted to minutes by an idle measurement.** A run's perplexity depends on its steps
 and seed, not on how fast the machine ran them (thread counts change only the order of floating-point sums),
 so the runs may execute anywhere, in parallel, one thread each; then ``--combine`` merges the per-seed files
-and measures, on the idle machine, how many steps per second notebook 10's GPT trains with 2 threads on each
+and measures, on the idle machine, how many steps per second notebook 11's GPT trains with 2 threads on each
 text (``--calibrate`` seconds), which turns every step count into minutes on 2 idle cores. The defaults are
 about 3 and 15 minutes on the machine the results were measured on (the combined file says how many).
 
@@ -40,7 +40,7 @@ Usage::
     python benchmarks/bench_lm_crossover.py --combine /tmp/lmx/seed*.json --rates /tmp/lmx/rates.rates.json
     python benchmarks/bench_lm_crossover.py --quick --out /tmp/lmx/quick   # a functional check: seconds
 
-Writes ``benchmarks/results/lm_crossover.json`` (read by notebook 10) and ``lm_crossover.md``.
+Writes ``benchmarks/results/lm_crossover.json`` (read by notebook 11) and ``lm_crossover.md``.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def corpora(quick: bool) -> dict[str, TextCorpus]:
 
 def gpt_run(seed: int, vocab_size: int, train_stream: torch.Tensor, scored: torch.Tensor, steps: int,
             evaluations: int) -> dict:
-    """Train notebook 10's GPT for ``steps`` steps with ``train_lm`` (its warm-up and cosine over ``steps``);
+    """Train notebook 11's GPT for ``steps`` steps with ``train_lm`` (its warm-up and cosine over ``steps``);
     the validation perplexity ``evaluations`` times along the run, the last at the end."""
     set_seed(seed)
     model = GPT(vocab_size, max_len=SEQ_LEN, **CONFIG)
@@ -121,7 +121,7 @@ def gpt_run(seed: int, vocab_size: int, train_stream: torch.Tensor, scored: torc
 
 
 def step_rate(vocab_size: int, train_stream: torch.Tensor, seconds: float) -> float:
-    """Training steps per second of notebook 10's GPT on this machine now (a fresh model, ``seconds`` of
+    """Training steps per second of notebook 11's GPT on this machine now (a fresh model, ``seconds`` of
     training after 10 warm-up steps that are not counted)."""
     set_seed(0)
     model = GPT(vocab_size, max_len=SEQ_LEN, **CONFIG)
@@ -223,10 +223,10 @@ def summary_rows(result: dict) -> list[dict]:
 def markdown(payload: dict) -> str:
     results, rows, orders = payload["results"], payload["summary"], list(payload["results"][0]["ngram"])
     seeds = [run["seed"] for run in results[0]["gpt"]]
-    lines = ["# Notebook 10's GPT against the best n-gram as text and time grow", "",
+    lines = ["# Notebook 11's GPT against the best n-gram as text and time grow", "",
              "Calibration (steps per second with 2 threads):", "", markdown_machine(payload["machine"]), "",
              load_note(payload["busy_before"]), "",
-             f"Seeds {seeds}; GPT {CONFIG['num_layers']}x{CONFIG['d_model']} (notebook 10), batch "
+             f"Seeds {seeds}; GPT {CONFIG['num_layers']}x{CONFIG['d_model']} (notebook 11), batch "
              f"{TRAIN['batch_size']} x {SEQ_LEN} tokens, AdamW lr {TRAIN['lr']}, warm-up {TRAIN['warmup']} steps then "
              "a cosine to 10 % at the last step (`train_lm`). The runs: " + payload["runs_note"], "",
              "| text | training tokens | validation tokens scored | steps per s (2 idle cores) | "

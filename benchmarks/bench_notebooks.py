@@ -3,7 +3,7 @@
 Executes each ``notebooks/NN_*.ipynb`` with nbclient in a fresh kernel of this interpreter (the course's
 ``execute_notebook``), one after the other, with the full default step counts (``COURSE_SMOKE`` unset) and
 the non-interactive matplotlib backend. Kernel start-up is included: it is part of what a learner waits
-for. Target (issue 8 for notebooks 00-09, then issue 19 with notebooks 10-12): every notebook together in at
+for. Target (issue 8 for notebooks 00-09, then issue 19 with notebooks 11-13): every notebook together in at
 most 12 minutes on 2 cores.
 
 Run::
@@ -16,11 +16,11 @@ Run::
     flock /tmp/bench.lock python benchmarks/bench_notebooks.py --only 10 11 --busy --against notebooks_10_11
 
 ``--busy`` keeps one logical CPU busy with a spinning process while the notebooks run (a laptop with other
-work on it; issue 33's target: notebooks 10 and 11 within 1.5x their idle time); ``--against STEM`` compares
+work on it; issue 33's target: notebooks 11 and 12 within 1.5x their idle time); ``--against STEM`` compares
 each notebook's median with the one recorded in ``results/STEM.json`` (an idle run of the same notebooks).
 ``--paired`` measures both in one invocation: every repeat runs each notebook idle and busy one after the
 other (which goes first alternates), so that the ratio compares runs of the same hour; a separate idle run
-varied 50-97 s for notebook 11 (``notebooks*.md``), more than the effect measured. Writes
+varied 50-97 s for notebook 12 (``notebooks*.md``), more than the effect measured. Writes
 ``notebooks_paired.md`` by default::
 
     flock /tmp/bench.lock python benchmarks/bench_notebooks.py --only 10 11 --paired --repeats 3

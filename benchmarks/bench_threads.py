@@ -6,18 +6,18 @@ Four loops, as the notebooks run them:
   layers, batch 128, AdamW), on random images of the same shape;
 - ``toy``: one step of notebook 02's neighbour reader (one ``MultiHeadAttention``, d_model 16, 2 heads, an MLP
   readout, batch 64, Adam);
-- ``gpt``: one step of notebook 10's language model (byte-level BPE of 1024, d_model 128, 4 heads, 4 layers,
+- ``gpt``: one step of notebook 11's language model (byte-level BPE of 1024, d_model 128, 4 heads, 4 layers,
   GELU (tanh), no dropout, 16 windows of 128 tokens, AdamW), on random tokens: the larger kind of model for
-  which notebooks 07, 10 and 11 measure whether to use one thread or two (``get_device(threads="measure")``);
+  which notebooks 07, 11 and 12 measure whether to use one thread or two (``get_device(threads="measure")``);
 - ``gpt_dropout``: the same with dropout 0.1 (on the embeddings, the attention weights, the feed-forward
   hidden layer and both residual branches, as ``nn.TransformerEncoderLayer`` places it): what dropout's
-  random numbers cost on a CPU, the reason notebook 10 trains without it.
+  random numbers cost on a CPU, the reason notebook 11 trains without it.
 
 ``--busy`` keeps one logical CPU busy with a spinning process while measuring (a machine shared with other
 work) and writes ``threads_busy.md``; without it the results go to ``threads.md``.
 
 One more configuration, ``probe``, starts by measuring the threads to use
-(``course_lib.runtime.measure_threads``, as ``get_device(threads="measure")`` in notebooks 07, 10 and 11)
+(``course_lib.runtime.measure_threads``, as ``get_device(threads="measure")`` in notebooks 07, 11 and 12)
 and trains with its choice; the table gives its choices and its step time against the best fixed count.
 
 Each configuration runs in a fresh interpreter with ``torch.set_num_threads(n)`` (as
@@ -180,7 +180,7 @@ def main() -> None:
         lines.append(f"| {loop} | " + " | ".join(f"{by[n]:.1f}" for n in counts) + f" | "
                      f"{', '.join(map(str, chosen[loop]))} | {by['probe'] / best:.2f}x |")
     target = ("Target: the probe's step at most 1.10x one thread's." if args.busy else
-              "Target: the probe's step no slower than two threads' (today's default of notebooks 07, 10, 11).")
+              "Target: the probe's step no slower than two threads' (today's default of notebooks 07, 11, 12).")
     lines += ["", "`probe`: each run starts with `course_lib.runtime.measure_threads()` (what "
               "`get_device(threads=\"measure\")` does) and trains with the count it chose. " + target, "",
               note, "", markdown_machine(info), ""]

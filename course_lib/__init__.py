@@ -15,7 +15,7 @@ The rest lives in packages named by their job, imported where needed (they pull 
   fine-tuning, runs in several processes, and the ``course-train`` command (``course_lib.training.cli``);
 - ``course_lib.generation``: decoding (greedy, beam search) and sampling;
 - ``course_lib.evaluation``: metrics and the baselines scores are compared with;
-- ``course_lib.experiments``: the paper's experiments at small scale (notebook 12);
+- ``course_lib.experiments``: the paper's experiments at small scale (notebook 13);
 - ``course_lib.figures``: plots and the paper's architecture diagrams;
 - exercises: ``course_lib.exercises`` (the mechanism) and ``course_lib.checks`` (the course's checks);
   grading: ``course_lib.grading`` and the ``course-grade`` command; the class edition: ``course_lib.edition``;

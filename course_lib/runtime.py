@@ -215,7 +215,7 @@ def measure_threads(size: int = 256, repeats: int = 5) -> ThreadMeasurement:
     threads wait for each other at every operation, so with a core taken by work the load does not show,
     such as another virtual machine's, a second thread is slower, not faster): two threads only when they are
     at least 1.3x faster (``benchmarks/results/threads*.md``: on a 2-core machine with one core busy two
-    threads were 2-15x slower than one; on an idle one 1.2-1.7x faster for the models of notebooks 07, 10
+    threads were 2-15x slower than one; on an idle one 1.2-1.7x faster for the models of notebooks 07, 11
     and 11). The thread count in effect before the call is restored.
 
     Why not the number of tasks ready to run (``/proc/loadavg``'s 4th field), as before: it is one instant,
@@ -307,7 +307,7 @@ def watch_threads(now: float | None = None) -> int:
     last :data:`WATCH_SAMPLES` samples leaves at most 1.5 CPUs free (the probe's own rule) it switches to
     one thread for the rest of the run and says so in one line. Why: the probe sees the load
     of one instant; work that starts after it (another program, a video call) made two threads 2.5x slower
-    than one for notebook 11's pre-training (222 processor seconds for 600 steps against 56-62 with one
+    than one for notebook 12's pre-training (222 processor seconds for 600 steps against 56-62 with one
     thread, measured beside other work). A sample costs a read of ``/proc``; on an idle machine the watch
     never switches, so the loop runs as before. ``now`` (seconds, ``time.monotonic()``) is for tests.
 

@@ -157,7 +157,7 @@ def test_causal_mask_with_a_cache_offset_is_unambiguous() -> None:
         scaled_dot_product_attention(q, k, k, mask=torch.tensor([[True, True, False, True, False]] * 2))
 
 
-# Issue 33: bad inputs to the API of notebooks 09-12 that were silent or cryptic.
+# Issue 33: bad inputs to the API of notebooks 09-13 that were silent or cryptic.
 
 def _gpt(vocab_size: int = 20, max_len: int = 16):
     from course_lib.models.gpt import GPT
@@ -340,7 +340,7 @@ def test_fine_tuning_and_accuracy_name_labels_that_do_not_fit() -> None:
         labelled_subset(torch.tensor([0, 1, 0, 1]), 0, seed=0)
 
 
-# --- notebook 13's API (issue 48) -----------------------------------------------------------------------------
+# --- notebook 14's API (issue 48) -----------------------------------------------------------------------------
 
 def _tiny_llama_folder(folder):
     """A checkpoint folder as save_pretrained writes it, from a small random Llama of transformers."""

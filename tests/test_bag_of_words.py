@@ -1,4 +1,4 @@
-"""course_lib.evaluation.bag_of_words: the word-count classifier notebook 11 holds a fine-tuned BERT against.
+"""course_lib.evaluation.bag_of_words: the word-count classifier notebook 12 holds a fine-tuned BERT against.
 
 It sees words and nothing else: a label carried by a word is learned perfectly, a label that only word order
 carries is not (the two classes below use the same words, in two orders).

@@ -8,9 +8,9 @@ import math
 import torch
 
 import course_lib.checks.nb07_training_and_decoding  # noqa: F401 (registers the exercises)
-import course_lib.checks.nb10_language_model  # noqa: F401
+import course_lib.checks.nb11_language_model  # noqa: F401
 from course_lib.checks.nb07_training_and_decoding import ONE_TOKEN_PER_BEAM_HINT
-from course_lib.checks.nb10_language_model import TIE_RULE_HINT
+from course_lib.checks.nb11_language_model import TIE_RULE_HINT
 from course_lib.edition.stored import fallback_words
 from course_lib.exercises.feedback import run_check
 

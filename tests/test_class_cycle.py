@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from conftest import ROOT
 from nbtools import load
-from test_gradebook import NB13, mixed_class
+from test_gradebook import NB14, mixed_class
 
 from course_lib.checks import EXERCISES as CHECKS_TABLE
 from course_lib.exercises import get_exercise
@@ -254,15 +254,15 @@ def test_a_solved_notebook_00_handed_in_for_notebook_13_earns_nothing(tmp_path: 
         probe()
     except SandboxUnavailable as err:
         pytest.skip(str(err))
-    paths = mixed_class(tmp_path / "subs", solved_13=True)
+    paths = mixed_class(tmp_path / "subs", solved_14=True)
     out = tmp_path / "grades"
     assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout-cell", "60"]) == 2
     assert "00_welcome: 1 file(s) (bob_13_todays_models.ipynb)" in capsys.readouterr().err
-    assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout-cell", "60", "--source", str(NB13)]) == 0
+    assert main([str(tmp_path / "subs"), "--out", str(out), "--timeout-cell", "60", "--source", str(NB14)]) == 0
     said = capsys.readouterr().out
-    assert f"wrong notebook: {paths['bob'].name}: this file is notebook 00_welcome, not 13_todays_models" in said
+    assert f"wrong notebook: {paths['bob'].name}: this file is notebook 00_welcome, not 14_todays_models" in said
     summary = {r["student"]: r for r in _rows(out / "summary.csv")}
-    full = f"{sum(get_exercise(name).points for name in CHECKS_TABLE['nb13_todays_models']):g}"  # notebook 13's
+    full = f"{sum(get_exercise(name).points for name in CHECKS_TABLE['nb14_todays_models']):g}"  # notebook 14's
     assert {k: (r["status"], r["total"], r["max_total"]) for k, r in summary.items()} == {
         "alice_13_todays_models": ("graded", full, full), "carol_13_todays_models": ("graded", "0", full),
         "bob_13_todays_models": ("wrong-notebook", "0", full)}, summary

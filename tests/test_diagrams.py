@@ -108,7 +108,7 @@ def _highlighted(ax: plt.Axes) -> list[str]:
 def test_every_notebook_has_a_lesson_map() -> None:
     stems = {path.stem for path in (Path(__file__).parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     assert stems <= set(LESSON_MAP), f"notebooks without a lesson map: {sorted(stems - set(LESSON_MAP))}"
-    assert {f"{n:02d}" for n in range(15)} == {stem[:2] for stem in LESSON_MAP}  # 00 .. 14, one each
+    assert {f"{n:02d}" for n in range(16)} == {stem[:2] for stem in LESSON_MAP}  # 00 .. 15, one each
 
 
 @pytest.mark.parametrize("notebook", sorted(LESSON_MAP))
@@ -125,8 +125,8 @@ def test_a_lesson_map_highlights_its_part_and_dims_the_rest(notebook: str) -> No
     ("04_masking", ["Masked Multi-Head Attention"]),
     ("03_positional_encoding", ["Input Embedding ×√d_model", "Positional\nEncoding", "Output Embedding ×√d_model",
                                 "Positional\nEncoding"]),
-    ("11_bert", ["Tokens, 15% masked", "Multi-Head Attention", "MLM Head", "Classifier on [CLS]"]),
-    ("14_inference_at_scale", ["Grouped-Query Attention"]),
+    ("12_bert", ["Tokens, 15% masked", "Multi-Head Attention", "MLM Head", "Classifier on [CLS]"]),
+    ("15_inference_at_scale", ["Grouped-Query Attention"]),
 ])
 def test_a_lesson_map_highlights_exactly_the_tables_parts(notebook: str, bold: list[str]) -> None:
     assert _highlighted(ax := plot_lesson_map(notebook)) == bold
@@ -142,7 +142,7 @@ def test_lesson_09_highlights_self_attention_not_the_cross_attention() -> None:
 
 def test_a_lesson_map_draws_on_the_axes_given_and_names_a_wrong_notebook() -> None:
     fig, ax = plt.subplots()
-    assert plot_lesson_map("10_language_model", ax=ax) is ax and ax.get_title().startswith("GPT")
+    assert plot_lesson_map("11_language_model", ax=ax) is ax and ax.get_title().startswith("GPT")
     plt.close(fig)
     with pytest.raises(ValueError, match=r"notebook must be a notebook's stem, one of .*got '01_attn'"):
         plot_lesson_map("01_attn")

@@ -51,8 +51,8 @@ FAST_NOTEBOOKS = ["00_welcome"]
 #: loops shortened, as the site's CI build runs them).
 RUN_NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 #: Known gaps of the class edition: notebooks that do not run unsolved in it yet, each marked a strict expected
-#: failure (the day it runs, the marker has to go). None now: notebook 10's generation runs through the
-#: PyTorch-backed attention's key/value cache, notebook 13's rotary embeddings through ``torch.logspace`` (issue 32).
+#: failure (the day it runs, the marker has to go). None now: notebook 11's generation runs through the
+#: PyTorch-backed attention's key/value cache, notebook 14's rotary embeddings through ``torch.logspace`` (issue 32).
 EDITION_GAPS: dict[str, str] = {}
 RUN_TEST = "test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib"
 RUN_PARAMS = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=EDITION_GAPS[name]))
@@ -279,7 +279,7 @@ def test_the_pytorch_backed_stand_ins_equal_the_course_references() -> None:
 
 
 def test_notebook_13s_stand_ins_equal_the_references_and_run_through_pytorch() -> None:
-    """Notebook 13 in the class edition: notebook 03's frequencies from ``torch.logspace`` (every head size and
+    """Notebook 14 in the class edition: notebook 03's frequencies from ``torch.logspace`` (every head size and
     base, bit for bit) and the tiled attention from PyTorch's fused kernel (masks, causal with fewer queries than
     keys, a query with no key); switched off by name, neither computes anything."""
     from course_lib.exercises.core import ForbiddenCallError, forbid_calls
@@ -314,7 +314,7 @@ def _in_chunks(step: Any, x: torch.Tensor, chunks: tuple[int, ...]) -> list[Any]
 
 @pytest.mark.parametrize("chunks", [(7,), (3, 1, 2, 1), (1,) * 7])
 def test_the_pytorch_backed_attention_takes_the_key_value_cache_as_the_course_module(chunks: tuple[int, ...]) -> None:
-    """Notebook 10's generation in the class edition: the stand-in fed chunk by chunk with a cache equals the
+    """Notebook 11's generation in the class edition: the stand-in fed chunk by chunk with a cache equals the
     stand-in and the reference on the whole sequence under a causal mask, and equals the reference fed the same
     chunks (outputs, weights, the cache's keys and values), with a padding mask over the stored keys; and a
     sliding-window cache (causal only) the same way."""
@@ -386,7 +386,7 @@ def test_the_pytorch_backed_encoder_layer_takes_the_cache_as_the_course_layer(no
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh"])
 def test_the_pytorch_backed_layers_equal_the_course_layers_values_and_gradients(norm_first: bool,
                                                                                 activation: str) -> None:
-    """Notebooks 05-12's graded layers in the class edition: PyTorch's own layers on the course modules' weights
+    """Notebooks 05-14's graded layers in the class edition: PyTorch's own layers on the course modules' weights
     (same outputs and same gradients for every weight, masks of every shape the lessons pass)."""
     from course_lib.checks.nb05_encoder import random_state
     from course_lib.models.layers import DecoderLayer, EncoderLayer, FeedForward

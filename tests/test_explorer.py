@@ -235,7 +235,7 @@ translator = Transformer(len(src_vocab), len(tgt_vocab), d_model=16, num_heads=2
 
 @pytest.mark.slow
 def test_the_explorer_in_jupyterlab(tmp_path: Path) -> None:
-    """Notebook 07's translator and notebook 10's GPT (the same classes, small and untrained) in JupyterLab: the
+    """Notebook 07's translator and notebook 11's GPT (the same classes, small and untrained) in JupyterLab: the
     widget renders, a hover changes the highlighted weights, typing a sentence runs it through the model, a
     temperature slider changes the bars."""
     import nbformat

@@ -144,8 +144,8 @@ def test_records_cannot_be_rewritten_or_deleted(tmp_path: Path) -> None:
     with Gradebook(tmp_path / GRADEBOOK_NAME) as book:
         book.add_override("s1", "ex_a", 1.0, "checked by hand")
         book.add_submission("s1", "s1.ipynb", fake_grade(_submit(tmp_path, "s1"), GradeConfig(seed=1)), "s1", "new")
-        assert book.set_assignment("13_todays_models", "nb13.ipynb") == ("13_todays_models", "nb13.ipynb")
-        assert book.set_assignment("00_welcome", "nb00.ipynb") == ("13_todays_models", "nb13.ipynb")  # once
+        assert book.set_assignment("14_todays_models", "nb14.ipynb") == ("14_todays_models", "nb14.ipynb")
+        assert book.set_assignment("00_welcome", "nb00.ipynb") == ("14_todays_models", "nb14.ipynb")  # once
         book.seed(5)
     db = sqlite3.connect(tmp_path / GRADEBOOK_NAME)
     for statement in ("UPDATE grades SET score = 99", "DELETE FROM submissions", "UPDATE overrides SET points = 9",
@@ -367,17 +367,17 @@ def test_two_files_of_one_name_in_two_folders_are_two_students(fake, tmp_path: P
 
 # --- one assignment per gradebook ----------------------------------------------------------------------
 
-NB00, NB13 = ROOT / "notebooks" / "00_welcome.ipynb", ROOT / "notebooks" / "13_todays_models.ipynb"
+NB00, NB14 = ROOT / "notebooks" / "00_welcome.ipynb", ROOT / "notebooks" / "14_todays_models.ipynb"
 
 
-def mixed_class(folder: Path, solved_13: bool = False) -> dict[str, Path]:
+def mixed_class(folder: Path, solved_14: bool = False) -> dict[str, Path]:
     """A class's folder of notebook-13 submissions (alice's and carol's) in which bob handed in his solved
     notebook 00 under the name ``bob_13_todays_models.ipynb`` (its metadata says 00_welcome)."""
     import nbformat
 
     folder.mkdir(parents=True)
-    nb13 = load(NB13)
-    files = {"alice": solve(nb13) if solved_13 else nb13, "carol": nb13, "bob": solve(load(NB00))}
+    nb14 = load(NB14)
+    files = {"alice": solve(nb14) if solved_14 else nb14, "carol": nb14, "bob": solve(load(NB00))}
     paths = {}
     for login, notebook in files.items():
         paths[login] = folder / f"{login}_13_todays_models.ipynb"
@@ -386,14 +386,14 @@ def mixed_class(folder: Path, solved_13: bool = False) -> dict[str, Path]:
 
 
 def test_a_folder_of_two_notebooks_is_refused_at_once_without_source(tmp_path: Path, capsys) -> None:
-    """No gradebook yet, no --source, and the files resolve to notebooks 13 and 00: nothing is graded (the 00 file
+    """No gradebook yet, no --source, and the files resolve to notebooks 14 and 00: nothing is graded (the 00 file
     earns nothing), the run names both notebooks and bob's file, and asks for --source."""
     paths = mixed_class(tmp_path / "subs")
     out = tmp_path / "out"
     with pytest.raises(GradebookError, match="--source") as refused:
         grade_many(list(paths.values()), GradeConfig(seed=0), out, quiet=True)
     said = str(refused.value)
-    assert "13_todays_models: 2 file(s)" in said and "00_welcome: 1 file(s) (bob_13_todays_models.ipynb)" in said
+    assert "14_todays_models: 2 file(s)" in said and "00_welcome: 1 file(s) (bob_13_todays_models.ipynb)" in said
     with Gradebook(out / GRADEBOOK_NAME) as book:
         assert book.rows("submissions") == [] and book.assignment() is None
     assert not (out / "summary.csv").exists()
@@ -403,7 +403,7 @@ def test_a_folder_of_two_notebooks_is_refused_at_once_without_source(tmp_path: P
 
 
 def test_a_file_of_another_notebook_earns_nothing_and_is_reported(tmp_path: Path, capsys) -> None:
-    """With --source (notebook 13), bob's notebook 00 is graded against 13: 0 of 13's points beside his classmates'
+    """With --source (notebook 14), bob's notebook 00 is graded against 14: 0 of 14's points beside his classmates'
     max, status wrong-notebook in summary.csv and roster_problems.csv, a line printed, and a message naming both.
     The gradebook records 13 as its assignment; a later run without --source grades another 00 file against it,
     and a run with --source 00 is refused without a record added."""
@@ -411,36 +411,36 @@ def test_a_file_of_another_notebook_earns_nothing_and_is_reported(tmp_path: Path
     out = tmp_path / "out"
     roster = Roster([Student("s1", "Alice A", login="alice"), Student("s2", "Bob B", login="bob"),
                      Student("s3", "Carol C", login="carol")])
-    reports = grade_many(list(paths.values()), GradeConfig(seed=0, source=NB13), out,
+    reports = grade_many(list(paths.values()), GradeConfig(seed=0, source=NB14), out,
                          options=ClassOptions(roster=roster))
     said = capsys.readouterr().out
     bob = reports[list(paths).index("bob")]
-    assert bob.status == "wrong-notebook" and bob.notebook == "13_todays_models" and bob.total == 0
-    points = sum(get_exercise(name).points for name in CHECKS_TABLE["nb13_todays_models"])  # notebook 13's whole
+    assert bob.status == "wrong-notebook" and bob.notebook == "14_todays_models" and bob.total == 0
+    points = sum(get_exercise(name).points for name in CHECKS_TABLE["nb14_todays_models"])  # notebook 14's whole
     assert {e.status for e in bob.exercises} == {"missing"} and bob.max_total == reports[0].max_total == points
-    assert "this file is notebook 00_welcome, not 13_todays_models" in bob.message
+    assert "this file is notebook 00_welcome, not 14_todays_models" in bob.message
     assert "wrong notebook: bob_13_todays_models.ipynb: this file is notebook 00_welcome" in said
     summary = {r["student"]: r for r in _csv(out / "summary.csv")}
     assert (summary["s2"]["status"], summary["s2"]["total"], summary["s2"]["max_total"]) == ("wrong-notebook", "0",
                                                                                            f"{points:g}")
-    assert {r["notebook"] for r in summary.values()} == {"13_todays_models"}
+    assert {r["notebook"] for r in summary.values()} == {"14_todays_models"}
     assert {r["status"] for k, r in summary.items() if k != "s2"} == {"graded"}
     problems = [(r["kind"], r["student"], r["file"]) for r in _csv(out / "roster_problems.csv")]
     assert problems == [("wrong-notebook", "s2", "bob_13_todays_models.ipynb")]
     assert "not the assignment's notebook" in (out / "feedback" / "s2.md").read_text()
     with Gradebook(out / GRADEBOOK_NAME) as book:
-        assert book.assignment() == ("13_todays_models", str(NB13.resolve()))
+        assert book.assignment() == ("14_todays_models", str(NB14.resolve()))
         before = book.rows("submissions")
 
     dave = tmp_path / "late" / "dave_00_welcome.ipynb"  # a later run, no --source: the gradebook's notebook
     dave.parent.mkdir()
     dave.write_bytes(paths["bob"].read_bytes())
     report, = grade_many([dave], GradeConfig(), out, quiet=True)
-    assert report.status == "wrong-notebook" and report.notebook == "13_todays_models" and report.total == 0
+    assert report.status == "wrong-notebook" and report.notebook == "14_todays_models" and report.total == 0
     with Gradebook(out / GRADEBOOK_NAME) as book:
         assert book.rows("submissions")[:len(before)] == before and len(book.rows("submissions")) == len(before) + 1
         before = book.rows("submissions")
-    with pytest.raises(GradebookError, match="assignment is 13_todays_models"):
+    with pytest.raises(GradebookError, match="assignment is 14_todays_models"):
         grade_many([dave], GradeConfig(source=NB00), out, quiet=True, options=ClassOptions(regrade=True))
     capsys.readouterr()
     assert main([str(dave), "--out", str(out), "--source", str(NB00), "--regrade", "--unsafe-no-sandbox"]) == 2

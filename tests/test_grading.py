@@ -892,11 +892,11 @@ def test_without_a_sandbox_every_report_says_so(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", [True, False], ids=["policy", "runtime-only"])
 def test_a_reference_reached_through_a_course_model_or_module_earns_nothing(tmp_path: Path, policy: bool) -> None:
-    """Notebook 11: BERT builds its head from the withheld ClassificationHead, and
+    """Notebook 12: BERT builds its head from the withheld ClassificationHead, and
     course_lib.training.pretraining imports the withheld mlm_loss and mask_tokens. Taking them from there gets the
     sandbox's stand-ins (which forward to the learner's own, here itself), never the reference; the static policy
     refuses the lookups first."""
-    nb = load(ROOT / "notebooks" / "11_bert.ipynb")
+    nb = load(ROOT / "notebooks" / "12_bert.ipynb")
     order = [ex for _, _, ex in exercise_cells(nb)]
     attacks = {
         "classification_head": "from course_lib.models.bert import BERT\n"
@@ -909,7 +909,7 @@ def test_a_reference_reached_through_a_course_model_or_module_earns_nothing(tmp_
                        "    return mlm_batches.__globals__['mask_tokens'](tokens, mask_id, vocab_size, special_ids)\n",
     }
     sources = {order.index(name): src for name, src in attacks.items()}
-    report = grade_submission(_write(_with_exercises(nb, sources), tmp_path, "11_bert_attack"),
+    report = grade_submission(_write(_with_exercises(nb, sources), tmp_path, "12_bert_attack"),
                               GradeConfig(**CONFIG, policy=policy))
     assert report.total == 0 and report.max_total == 7, [(r.exercise, r.status, r.message) for r in report.exercises]
     assert {r.status for r in report.exercises} <= {"forbidden", "error"}

@@ -28,7 +28,7 @@ def test_notebook_00s_syllabus_is_the_readmes() -> None:
 def test_the_syllabus_lists_every_notebook_and_a_difference_is_seen() -> None:
     readme = syllabus.README.read_text(encoding="utf-8")
     assert [name for _, name, _ in syllabus.readme_rows(readme)] == [p.stem for p in NOTEBOOKS]
-    row = next(line for line in readme.splitlines() if line.startswith("| `12_paper_experiments`"))
+    row = next(line for line in readme.splitlines() if line.startswith("| `13_paper_experiments`"))
     shorter = syllabus.syllabus_cells(readme.replace(row + "\n", ""))
     assert shorter != syllabus.syllabus_cells(readme) and "12_paper" not in "".join(shorter)
     assert syllabus.main(["--check"]) == 0
@@ -50,7 +50,7 @@ FIGSIZE = re.compile(r"figsize=\((?P<width>[^,]+),")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_attention_maps_fit_a_1440_px_window(path) -> None:
     """A cell that draws attention maps sizes its figure with a fixed width that fits the output area, so that
-    JupyterLab does not shrink it and its token labels (issue 33: notebooks 07 and 10) stay readable."""
+    JupyterLab does not shrink it and its token labels (issue 33: notebooks 07 and 11) stay readable."""
     nb = nbformat.read(path, as_version=4)
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code" or "plot_attention(" not in cell.source:

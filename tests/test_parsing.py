@@ -1,4 +1,4 @@
-"""Notebook 12's parsing task: labelled-bracket scores (course_lib.evaluation.metrics) and one parsing run
+"""Notebook 13's parsing task: labelled-bracket scores (course_lib.evaluation.metrics) and one parsing run
 (course_lib.experiments.ablation).
 
 The bracket counts are checked against the evalb program's own sample (Sekine and Collins's EVALB, sample/sample.gld,
@@ -153,7 +153,7 @@ def test_scores_of_generated_trees_are_symmetric_and_perfect_on_themselves() -> 
 
 
 # ---------------------------------------------------------------------------------------------------
-# One parsing run (notebook 12)
+# One parsing run (notebook 13)
 # ---------------------------------------------------------------------------------------------------
 
 TINY = ParseSettings(TreebankRecipe(n_train=200, n_valid=20, n_test=30, max_depth=1, seed=0), budgets=(3, 6),
@@ -162,7 +162,7 @@ TINY = ParseSettings(TreebankRecipe(n_train=200, n_valid=20, n_test=30, max_dept
 
 @pytest.fixture
 def one_thread():
-    """One PyTorch thread, as each run has in notebook 12's processes (two threads on a busy machine are slow)."""
+    """One PyTorch thread, as each run has in notebook 13's processes (two threads on a busy machine are slow)."""
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

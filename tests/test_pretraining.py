@@ -1,4 +1,4 @@
-"""Notebook 11's data and training: the standard library's docstrings, BPE with BERT's special tokens, MLM
+"""Notebook 12's data and training: the standard library's docstrings, BPE with BERT's special tokens, MLM
 pre-training and fine-tuning on the course's training loop, and the statistical check of the masking.
 
 References we did not write: Python's own ``ast`` (a docstring is what ``ast.get_docstring`` says),
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.checks.nb11_bert import MASK_TOKENS, masking_problems
+from course_lib.checks.nb12_bert import MASK_TOKENS, masking_problems
 from course_lib.data.python_docs import ByteBPE, is_validation_document
 from course_lib.data.stdlib_docstrings import docstring_task, stdlib_docstrings
 from course_lib.evaluation.metrics import classifier_accuracy

@@ -127,7 +127,7 @@ def test_the_grader_names_the_access_check_to_its_sandbox() -> None:
     assert resolve_access_check(access_check_name(check)) is check
     assert resolve_access_check(None) is None and resolve_access_check("os:system") is None
     assert access_check_name(None) is None
-    assert resolve_access_check("course_lib.checks.nb14_inference_at_scale:online_softmax") is None  # answers: hidden
+    assert resolve_access_check("course_lib.checks.nb15_inference_at_scale:online_softmax") is None  # answers: hidden
 
 
 def test_the_record_cannot_be_erased_through_the_input():
@@ -224,7 +224,7 @@ def test_the_online_softmax_fixtures_through_the_sandbox(tmp_path: Path) -> None
     from course_lib.exercises.notebooks import exercise_cells, solve
     from course_lib.grading.cli import main
 
-    notebook = get_exercise("online_softmax").notebook  # 13_todays_models, or 14_inference_at_scale since the split
+    notebook = get_exercise("online_softmax").notebook  # 14_todays_models, or 15_inference_at_scale since the split
     solved = solve(load(ROOT / "notebooks" / f"{notebook}.ipynb"))
     for path in ONLINE_FIXTURES:
         nb = copy.deepcopy(solved)

@@ -1,6 +1,6 @@
 """The grading sandbox shows the course's dependencies and no other installed library.
 
-Notebook 13's answers exist in Hugging Face's ``transformers`` (``repeat_kv``, ``LlamaRMSNorm``, ``rotate_half``),
+Notebook 14's answers exist in Hugging Face's ``transformers`` (``repeat_kv``, ``LlamaRMSNorm``, ``rotate_half``),
 which the course's environment installs for its tests. A cell can reach an importer without an import statement
 (``torch.importlib.import_module``), so the static policy cannot keep a library's answer out; the sandbox does, by
 not holding the library at all (``course_lib.grading.sandbox.packages``). Before this, a submission whose
@@ -103,7 +103,7 @@ LIBRARY_ANSWERS = {
 
 @pytest.mark.slow
 def test_a_library_answer_reached_past_the_policy_earns_nothing(tmp_path: Path) -> None:
-    """Notebook 14's repeat_kv and 13's RMSNorm handed in as calls of Hugging Face's, through an importer the static
+    """Notebook 15's repeat_kv and 14's RMSNorm handed in as calls of Hugging Face's, through an importer the static
     policy lets through: graded with the policy on, as a class is, they score nothing."""
     if not _installed("transformers"):
         pytest.skip("transformers is not installed here")
@@ -114,7 +114,7 @@ def test_a_library_answer_reached_past_the_policy_earns_nothing(tmp_path: Path) 
     from course_lib.grading.runner import GradeConfig, grade_submission
 
     results = {}
-    for notebook in ("13_todays_models", "14_inference_at_scale"):  # rms_norm is 13's, repeat_kv 14's
+    for notebook in ("14_todays_models", "15_inference_at_scale"):  # rms_norm is 14's, repeat_kv 15's
         nb = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4)
         for cell in nb.cells:
             name = cell.metadata.get("course", {}).get("exercise")

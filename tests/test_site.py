@@ -237,17 +237,17 @@ def _explorer_page(browser: object, url: str, base: str) -> tuple[object, list[s
 
 
 def test_the_explorer_works_on_the_site_offline(server: str) -> None:
-    """Notebooks 07 and 10 show their explorers' static twins: a hover highlights where a token looks (07's
-    cross-attention, 10's self-attention), and 10's temperature slider changes the bars; nothing is fetched."""
+    """Notebooks 07 and 11 show their explorers' static twins: a hover highlights where a token looks (07's
+    cross-attention, 11's self-attention), and 11's temperature slider changes the bars; nothing is fetched."""
     with chromium() as browser:
-        for name in ("07_training_and_decoding", "10_language_model"):
+        for name in ("07_training_and_decoding", "11_language_model"):
             page, refused = _explorer_page(browser, f"{server}notebooks/{name}.html", server)
             view = page.locator(".course-explorer [data-view=attention]").first
             view.locator("[data-side=query] .cx-token").nth(1).hover()
             weights = view.locator("[data-side=key] .cx-token").evaluate_all(
                 "els => els.map(e => Number(e.dataset.weight || 0))")
             assert sum(weights) == pytest.approx(1.0, abs=5e-3), (name, weights)  # a row of weights
-            if name.startswith("10"):
+            if name.startswith("11"):
                 bars = page.locator(".course-explorer [data-view=generation] .cx-bar")
                 before = float(bars.first.get_attribute("data-prob"))
                 slider = page.locator(".course-explorer [data-view=generation] input[data-name=temperature]")

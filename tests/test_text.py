@@ -191,7 +191,7 @@ def test_length_buckets_reduce_padding(corpus) -> None:
 
 
 def test_both_bpe_tokenisers_learn_their_merges_with_learn_bpe_as_before(monkeypatch) -> None:
-    """The character-level (notebook 07) and byte-level (notebooks 10, 11) tokenisers share the merge learning;
+    """The character-level (notebook 07) and byte-level (notebooks 11, 12) tokenisers share the merge learning;
     each gives the pieces and the tokenisation that Hugging Face's trainer gives when configured by hand (the
     ids of equally frequent symbols are not reproducible between two runs of that trainer on tiny inputs, so
     the pieces are compared as a set)."""

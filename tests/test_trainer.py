@@ -535,7 +535,7 @@ def test_a_non_finite_loss_on_one_process_stops_every_process_at_that_step(tmp_p
 
 
 # ------------------------------------------------------------------------------------------------
-# Every notebook's model: the language model (notebook 10) and BERT (notebook 11) through the same engine
+# Every notebook's model: the language model (notebook 11) and BERT (notebook 12) through the same engine
 # ------------------------------------------------------------------------------------------------
 
 def test_list_and_help_name_every_notebook_that_trains_a_model(capsys) -> None:
@@ -549,18 +549,18 @@ def test_list_and_help_name_every_notebook_that_trains_a_model(capsys) -> None:
     training = {path.stem for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
                 if any(word in cell.source for cell in nbformat.read(path, as_version=4).cells
                        if cell.cell_type == "code" for word in trainers)}
-    assert {"07_training_and_decoding", "10_language_model", "11_bert"} <= training
+    assert {"07_training_and_decoding", "11_language_model", "12_bert"} <= training
     assert training == set(NOTEBOOK_MODELS), "every notebook that trains a model is listed, and only those"
     for how in NOTEBOOK_MODELS.values():
         for task in re.findall(r"course-train (\w+)", how):
             assert task in TASKS, how
     code, out, _ = _main(capsys, "--list")
     assert code == 0 and all(notebook in out for notebook in NOTEBOOK_MODELS) and "course-train lm" in out
-    assert "course-train llama" in out and "course-train llama" in NOTEBOOK_MODELS["13_todays_models"]
+    assert "course-train llama" in out and "course-train llama" in NOTEBOOK_MODELS["14_todays_models"]
     with pytest.raises(SystemExit):
         _main(capsys, "--help")
     helped = capsys.readouterr().out
-    assert all(name in helped for name in ("lm", "bert", "llama", "10_language_model", "11_bert", "13_todays_models"))
+    assert all(name in helped for name in ("lm", "bert", "llama", "11_language_model", "12_bert", "14_todays_models"))
 
 
 def test_lm_task_trains_notebook_10s_gpt_and_scores_the_validation_perplexity(tmp_path, capsys) -> None:
@@ -629,7 +629,7 @@ def test_translate_task_trains_notebook_12s_key_size_and_learned_positions(tmp_p
 
 
 # ------------------------------------------------------------------------------------------------
-# Notebook 13's Llama-layout language model: one process, exact resume, errors, two processes (slow)
+# Notebook 14's Llama-layout language model: one process, exact resume, errors, two processes (slow)
 # ------------------------------------------------------------------------------------------------
 
 def _losses(out: Path) -> list[float]:
@@ -694,7 +694,7 @@ def test_llama_configuration_errors_are_one_line_exit_2(tmp_path, capsys, settin
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # distributed: a hang in a process group fails, never stalls
 def test_llama_on_two_processes_equals_one_process_with_the_double_batch(tmp_path) -> None:
-    """torchrun, DDP, gloo: notebook 13's model (multi-query, a sliding window) on 2 processes with batch 4 each
+    """torchrun, DDP, gloo: notebook 14's model (multi-query, a sliding window) on 2 processes with batch 4 each
     against 1 process with batch 8: the same parameters within 1e-5 and the same logged losses."""
     from course_lib.models.llama import Llama
 

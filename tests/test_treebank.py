@@ -1,4 +1,4 @@
-"""course_lib.data.treebank: the generated treebank of notebook 12's parsing task.
+"""course_lib.data.treebank: the generated treebank of notebook 13's parsing task.
 
 The trees are well-formed and cover their sentences, the draw is deterministic with its seed, no sentence is in two
 splits, and every sentence has exactly one parse under the grammar: a chart parser written here (not the

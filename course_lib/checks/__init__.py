@@ -33,11 +33,11 @@ EXERCISES: dict[str, tuple[str, ...]] = {
     "nb07_training_and_decoding": ("label_smoothed_cross_entropy", "beam_search_step", "transformer_lr"),
     "nb08_vision_transformer": ("patchify", "add_cls_and_positions"),
     "nb09_why_self_attention": ("layer_flops", "max_path_length", "additive_attention"),
-    "nb10_language_model": ("lm_loss", "attend_with_cache", "top_p_filter"),
-    "nb11_bert": ("mask_tokens", "mlm_loss", "classification_head"),
-    "nb12_paper_experiments": ("average_weights",),
-    "nb13_todays_models": ("apply_rope", "rms_norm", "swiglu"),
-    "nb14_inference_at_scale": ("repeat_kv", "online_softmax"),
+    "nb11_language_model": ("lm_loss", "attend_with_cache", "top_p_filter"),
+    "nb12_bert": ("mask_tokens", "mlm_loss", "classification_head"),
+    "nb13_paper_experiments": ("average_weights",),
+    "nb14_todays_models": ("apply_rope", "rms_norm", "swiglu"),
+    "nb15_inference_at_scale": ("repeat_kv", "online_softmax"),
 }
 
 

@@ -135,7 +135,7 @@ def _frequencies_from_logspace(max_len: int, d_model: int) -> torch.Tensor:
     return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model).float()
 
 
-#: The class edition computes notebook 03's frequencies (notebook 13's RoPE needs them) with ``torch.logspace``
+#: The class edition computes notebook 03's frequencies (notebook 14's RoPE needs them) with ``torch.logspace``
 #: (:func:`course_lib.edition.backed.sinusoidal_frequencies`): the grader refuses that route here.
 FREQUENCIES_HINT = ("compute the frequencies from the formula, one over 10000 to the power 2i/d_model for the even "
                     "column indices 2i: PyTorch's geometric sequence (logspace, which the class edition's "

@@ -1,5 +1,5 @@
 """Real text that every machine already has: the running Python's own documentation, as a corpus for
-language models (notebooks 10 and 11).
+language models (notebooks 11 and 12).
 
 Python ships the prose of its reference manual in ``pydoc_data.topics`` (what ``help("for")`` prints):
 79 documents, about 465 000 characters of English under Python 3.11, licensed under the PSF licence (see

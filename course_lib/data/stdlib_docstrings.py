@@ -1,4 +1,4 @@
-"""The standard library's docstrings: unlabelled text to pre-train on, and a labelled task (notebook 11).
+"""The standard library's docstrings: unlabelled text to pre-train on, and a labelled task (notebook 12).
 
 Every Python installation ships its standard library as source. Its docstrings are real English written by
 hundreds of authors: about 7 000 of at least 40 characters (1.7 million characters) under Python 3.11,

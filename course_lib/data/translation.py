@@ -208,7 +208,7 @@ class WordTokenizer:
 class SpaceTokenizer:
     """Tokens separated by white space, joined back with one space: for text whose tokens are already cut.
 
-    The linearised trees of the parsing task (notebook 12) are such text: ``"(S (NP DT NN ) )"`` is the tokens
+    The linearised trees of the parsing task (notebook 13) are such text: ``"(S (NP DT NN ) )"`` is the tokens
     ``["(S", "(NP", "DT", "NN", ")", ")"]``, one token per bracket and label, as Vinyals et al. (2015) cut them.
 
     Example:
@@ -291,7 +291,7 @@ class BPETokenizer:
 
     Why the course has two BPE tokenisers: this one works on characters and gives readable pieces (strings)
     that a :class:`Vocab` numbers beside words, with an ``<unk>`` piece for a character never seen;
-    :class:`course_lib.data.python_docs.ByteBPE` (notebooks 10 and 11, GPT-2's scheme) works on bytes and never meets
+    :class:`course_lib.data.python_docs.ByteBPE` (notebooks 11 and 12, GPT-2's scheme) works on bytes and never meets
     an unknown symbol. Notebook 07 contrasts the two on Korean text (every Hangul syllable is ``<unk>`` here,
     three bytes there). Both learn their merges with :func:`learn_bpe`.
 

@@ -1,4 +1,4 @@
-"""A generated treebank (notebook 12, the paper's section 6.3): sentences of a tiny grammar and their trees.
+"""A generated treebank (notebook 13, the paper's section 6.3): sentences of a tiny grammar and their trees.
 
 The paper's last experiment parses English: a sentence in, its constituency tree out, written as a sequence of
 tokens (Vinyals et al., 2015, "Grammar as a Foreign Language"), and trained on the Wall Street Journal part of
@@ -18,7 +18,7 @@ where English would leave a prepositional phrase's attachment open, the preposit
 ``with`` attach to a noun, ``in``, ``on``, ``near`` and ``behind`` to a verb). Every sentence thus has exactly
 one tree, and a perfect parser exists: ``tests/test_treebank.py`` counts the parses of generated sentences with
 a chart parser of its own. Real English is not so kind (the treebank's parsers disagree with its annotators on
-about one constituent in ten); that is one of the things notebook 12 says does not transfer.
+about one constituent in ten); that is one of the things notebook 13 says does not transfer.
 
 :func:`make_treebank` draws sentences with a seed, keeps each sentence once, and cuts them into training,
 validation and test splits, so no test sentence is seen in training. The splits hold

@@ -10,10 +10,10 @@ For each registered exercise (:func:`course_lib.exercises.registered_exercises`)
 - the public helpers :data:`ALSO_ANSWERS` names: functions that are not the answer but give it away in a
   line or two (the sinusoidal frequencies give notebook 03's table as ``sin``/``cos`` of one product).
 
-Notebook 13's rotary embeddings need those frequencies for any head size and base (its exercise builds on
+Notebook 14's rotary embeddings need those frequencies for any head size and base (its exercise builds on
 ``rope_angles``), which a few stored calls cannot serve: the class edition computes them through
 ``torch.logspace`` (:func:`course_lib.edition.backed.sinusoidal_frequencies`), a route the grader of notebook 03
-refuses (``forbidden_ops``), and the grader's sandbox copy withholds them. Likewise notebook 13's tiled
+refuses (``forbidden_ops``), and the grader's sandbox copy withholds them. Likewise notebook 14's tiled
 ``online_softmax_attention`` (a softmax when its values are the identity) runs PyTorch's fused attention,
 which the grader of ``online_softmax`` refuses.
 
@@ -67,7 +67,7 @@ STORED_CALLS: dict[str, tuple[tuple[tuple[Any, ...], dict[str, Any]], ...]] = {
         ((max_len, d_model), {}) for max_len, d_model in (
             (3, 4), (100, 128), (200, 128), (1000, 64), (200, 64), (128, 128), (100, 512),
             (50, 32), (5000, 32), (64, 32))),
-    "course_lib.models.positional.offset_matrix": (((7, 64), {}), ((-3, 4), {})),  # notebooks 03 and 13
+    "course_lib.models.positional.offset_matrix": (((7, 64), {}), ((-3, 4), {})),  # notebooks 03 and 14
 }
 
 

@@ -141,7 +141,7 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """Class edition: notebook 03's frequencies ``omega_i = base^(-2i/d_model)`` as PyTorch's geometric sequence
     ``torch.logspace`` (exponents 0, -2/d_model, ..., -(d_model-2)/d_model), in float64, returned in float32.
 
-    Why this route: notebook 13's rotary embeddings need the frequencies for every head size ``d_k`` and every
+    Why this route: notebook 14's rotary embeddings need the frequencies for every head size ``d_k`` and every
     ``base`` (its exercise builds on ``rope_angles``), so stored outputs of a few calls would not do; and the
     frequencies give notebook 03's table away. The grader of ``sinusoidal_table`` refuses ``torch.logspace``
     (its ``forbidden_ops``, whatever name reaches it), so this function, pasted into notebook 03's cell, earns
@@ -165,8 +165,8 @@ def online_softmax_attention(query: torch.Tensor, key: torch.Tensor, value: torc
 
     The course's conventions kept: a boolean ``mask``, True = may attend; with ``causal`` query ``i`` sees keys
     ``j <= i + seq_k - seq_q`` (PyTorch's own lower-right causal bias, ``torch.nn.attention.bias.causal_lower_right``);
-    a query whose keys are all masked gets a zero output. The grader of notebook 13's ``online_softmax`` refuses
-    PyTorch's attention kernels, so this function computes no answer there. Notebook 13's memory measure of
+    a query whose keys are all masked gets a zero output. The grader of notebook 14's ``online_softmax`` refuses
+    PyTorch's attention kernels, so this function computes no answer there. Notebook 14's memory measure of
     "tiles + online softmax" then shows PyTorch's kernel, whose workspace it cannot see.
 
     Shapes: ``query`` (..., seq_q, d_k), ``key`` (..., seq_k, d_k), ``value`` (..., seq_k, d_v), ``mask``

@@ -1,4 +1,4 @@
-"""The score a text classifier gets from word counts alone (notebook 11's yardstick for a fine-tuned BERT).
+"""The score a text classifier gets from word counts alone (notebook 12's yardstick for a fine-tuned BERT).
 
 A logistic regression on TF-IDF-scaled word counts (scikit-learn) sees no word order and nothing from outside
 the labelled texts: what a label's surface words alone give away. A fine-tuned BERT that does not beat it has

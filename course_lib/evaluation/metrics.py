@@ -1,5 +1,5 @@
 """Scoring translations (notebook 07): chrF and BLEU through sacrebleu, exact match, token accuracy; and the
-accuracy of a classifier (notebooks 08 and 11).
+accuracy of a classifier (notebooks 08 and 12).
 
 A German number below one million is one word ("vierundsechzig"), so word-level BLEU only rewards exact
 matches and gives 0 to a hypothesis that has one letter wrong. Two character-level scores see the near
@@ -14,7 +14,7 @@ score: the fraction of sentences translated exactly right (also 0 to 100 here, t
 :func:`classifier_accuracy` is the one accuracy of a whole-input classifier (images for the ViT, ``[CLS]``
 sequences for BERT); :func:`token_accuracy` scores per-position predictions.
 
-Parsing (notebook 12, the paper's section 6.3) is scored as the paper's Table 4 is: labelled-bracket F1, the
+Parsing (notebook 13, the paper's section 6.3) is scored as the paper's Table 4 is: labelled-bracket F1, the
 measure of the ``evalb`` program (Sekine and Collins, 1997). A tree is read as its constituents, each a labelled
 span ``(label, first leaf, last leaf + 1)`` (:func:`labelled_brackets`); a constituent of the output is right
 when the reference has the same label over the same span. :func:`bracket_f1` gives the F1 over a corpus, and

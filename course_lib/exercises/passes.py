@@ -235,7 +235,7 @@ def _instrumented_call(impl: Callable[..., Any], x: torch.Tensor, dim: int, tile
 
 
 def case_row_reads(impl: Callable[..., Any], case: Any) -> list[str]:
-    """:func:`row_reads` on an exercise case of a softmax ``f(x, dim=-1, tile_size=32)`` (notebook 13's
+    """:func:`row_reads` on an exercise case of a softmax ``f(x, dim=-1, tile_size=32)`` (notebook 14's
     ``online_softmax``): ``x`` its first argument, ``dim`` and ``tile_size`` its keyword arguments, and the
     instrumented call's output judged too: it must be the softmax of ``x`` along ``dim`` (PyTorch's, taken when
     this module was imported), so that code telling the instrumented copy apart (``type(x) is not torch.Tensor``)

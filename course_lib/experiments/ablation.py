@@ -1,7 +1,7 @@
-"""Notebook 12's runs (Table 3 in miniature, and the parsing task of Table 4), importable so that runs can go to
+"""Notebook 13's runs (Table 3 in miniature, and the parsing task of Table 4), importable so that runs can go to
 other processes.
 
-Notebook 12 trains variants of a small Transformer, each with several seeds, on notebook 07's
+Notebook 13 trains variants of a small Transformer, each with several seeds, on notebook 07's
 English-to-German numbers. The runs are independent, so :func:`course_lib.training.parallel.map_in_processes` gives
 each CPU core its own; a function sent to another process must live in a module (the notebook's own
 functions cannot be imported there), hence this module:

@@ -1,6 +1,6 @@
-"""The paper's own experiments at small scale (notebook 12): Table 3's variations, checkpoint averaging, cost.
+"""The paper's own experiments at small scale (notebook 13): Table 3's variations, checkpoint averaging, cost.
 
-- :data:`PAPER_TABLE3`: the rows of the paper's Table 3 (model variations on newstest2013) that notebook 12
+- :data:`PAPER_TABLE3`: the rows of the paper's Table 3 (model variations on newstest2013) that notebook 13
   repeats in miniature, with the development perplexity and BLEU the paper printed for each.
 - :func:`with_key_size` (row B: a smaller attention key size d_k at a fixed number of heads, through
   :class:`~course_lib.models.attention.MultiHeadAttention`'s ``d_k``) and
@@ -10,14 +10,14 @@
   them too, and training imports nothing from here) and are named here as the table's rows.
 - :func:`average_checkpoints`: the element-wise mean of several ``state_dict``\\ s (section 6.1: "we used a
   single model obtained by averaging the last 5 checkpoints"), one entry at a time with
-  :func:`average_weights`, the reference of notebook 12's exercise.
+  :func:`average_weights`, the reference of notebook 13's exercise.
 - :func:`transformer_forward_macs` and :func:`training_flops`: the cost of training the base and big
   models, from the layer counts of :func:`course_lib.models.complexity.layer_flops`, to set beside the paper's
   Table 2 (3.3e18 and 2.3e19 FLOPs) and its "3.5 days on 8 P100 GPUs".
 - :data:`PAPER_TABLE2`: the whole of the paper's Table 2, BLEU on newstest2014 beside the training cost, for
   the Transformer and the earlier models it lists.
 - :data:`PAPER_TABLE4` and :data:`PAPER_PARSING`: the paper's Table 4 (English constituency parsing, F1 on
-  section 23 of the Wall Street Journal) and the setting of its section 6.3, for notebook 12's parsing task.
+  section 23 of the Wall Street Journal) and the setting of its section 6.3, for notebook 13's parsing task.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Table3Row:
 #: The base model's development figures in Table 3 (PPL 4.92, BLEU 25.8).
 PAPER_BASE_DEV = Table3Row("base", "base", {}, 4.92, 25.8)
 
-#: The rows of Table 3 that notebook 12 repeats (the paper's figures, copied from the table).
+#: The rows of Table 3 that notebook 13 repeats (the paper's figures, copied from the table).
 PAPER_TABLE3: tuple[Table3Row, ...] = (
     Table3Row("A", "h=1 (d_k=512)", {"num_heads": 1}, 5.29, 24.9),
     Table3Row("A", "h=4 (d_k=128)", {"num_heads": 4}, 5.00, 25.5),
@@ -88,7 +88,7 @@ def average_weights(values: Sequence[torch.Tensor]) -> torch.Tensor:
 
     A floating-point tensor is averaged (summed in float64, cast back to its dtype); any other tensor (an
     integer counter such as BatchNorm's ``num_batches_tracked`` is not a weight) is the last checkpoint's,
-    copied. The inputs are not modified. The reference of notebook 12's exercise.
+    copied. The inputs are not modified. The reference of notebook 13's exercise.
 
     Example:
         >>> average_weights([torch.tensor([0.0, 2.0]), torch.tensor([2.0, 4.0])])

@@ -414,15 +414,15 @@ LESSON_MAP: dict[str, tuple[str, tuple[str, ...], str]] = {
                               "what an image needs: patches, [CLS] and a class head"),
     "09_why_self_attention": ("transformer", ("encoder/Multi-Head Attention", "decoder/Masked Multi-Head Attention"),
                               "self-attention, measured against recurrence and convolution"),
-    "10_language_model": ("gpt", ("Masked Multi-Head Attention", "Linear (LM head)", "Softmax"),
+    "11_language_model": ("gpt", ("Masked Multi-Head Attention", "Linear (LM head)", "Softmax"),
                           "the causal attention and the next-token output"),
-    "11_bert": ("bert", ("Tokens, 15% masked", "Multi-Head Attention", "MLM Head", "Classifier on [CLS]"),
+    "12_bert": ("bert", ("Tokens, 15% masked", "Multi-Head Attention", "MLM Head", "Classifier on [CLS]"),
                 "the masked input, attention both ways, the two heads"),
-    "12_paper_experiments": ("transformer", ("encoder/frame", "decoder/frame", "*Positional Encoding"),
+    "13_paper_experiments": ("transformer", ("encoder/frame", "decoder/frame", "*Positional Encoding"),
                              "what Table 3 varies: the stacks' sizes, heads, dropout, the positions"),
-    "13_todays_models": ("llama", ("RoPE on q, k", "RMSNorm*", "SwiGLU Feed Forward"),
+    "14_todays_models": ("llama", ("RoPE on q, k", "RMSNorm*", "SwiGLU Feed Forward"),
                          "RoPE, RMSNorm and SwiGLU"),
-    "14_inference_at_scale": ("llama", ("Grouped-Query Attention",),
+    "15_inference_at_scale": ("llama", ("Grouped-Query Attention",),
                               "the attention at inference: shared keys and values, the cache, tiles"),
 }
 
@@ -456,7 +456,7 @@ def plot_lesson_map(notebook: str, ax: plt.Axes | None = None) -> plt.Axes:
     """Where a lesson sits: the paper's Figure 1 (or the lesson's model) with the lesson's part outlined in red.
 
     Args:
-        notebook: the notebook's stem, "00_welcome" to "14_inference_at_scale" (the keys of ``LESSON_MAP``).
+        notebook: the notebook's stem, "00_welcome" to "15_inference_at_scale" (the keys of ``LESSON_MAP``).
         ax: where to draw; a new figure when None.
 
     Example:

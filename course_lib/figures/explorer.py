@@ -1,8 +1,8 @@
 """An explorer for the course's own trained models: attention, the next-token choice, and positions.
 
 A lesson opens it in one line on the model it has just trained (``explore_translation(model, ...)`` in notebook
-07, ``explore_gpt_attention`` and ``explore_generation`` in notebook 10, ``explore_heads`` for notebook 02's heads
-and notebook 13's grouped heads, ``explore_positions`` for notebooks 03 and 13). The model runs **once per input**,
+07, ``explore_gpt_attention`` and ``explore_generation`` in notebook 11, ``explore_heads`` for notebook 02's heads
+and notebook 14's grouped heads, ``explore_positions`` for notebooks 03 and 14). The model runs **once per input**,
 here in Python; every hover and slider is then answered in the browser from that data (no round trip), so an
 update costs one redraw.
 
@@ -141,7 +141,7 @@ def explore_translation(model: torch.nn.Module, sentences: Sequence[str], src_to
 
 @torch.no_grad()
 def explore_gpt_attention(model: torch.nn.Module, bpe, prompts: Sequence[str]) -> Explorer:
-    """Notebook 10's GPT: each block's causal self-attention over a prompt's pieces, per head."""
+    """Notebook 11's GPT: each block's causal self-attention over a prompt's pieces, per head."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -165,7 +165,7 @@ def explore_gpt_attention(model: torch.nn.Module, bpe, prompts: Sequence[str]) -
 @torch.no_grad()
 def explore_generation(model: torch.nn.Module, bpe, prompt: str, steps: int = 20, temperature: float = 1.0,
                        top_k: int = 0, top_p: float = 1.0, bars: int = 20, seed: int = 0) -> Explorer:
-    """Notebook 10's generation, step by step: the next-token logits after each prefix, drawn as probabilities
+    """Notebook 11's generation, step by step: the next-token logits after each prefix, drawn as probabilities
     under the temperature, top-k and top-p of the sliders (filtered tokens greyed), with the model's choice.
 
     The tokens are chosen once here (sampled at ``temperature``, ``top_k``, ``top_p``, seeded); the sliders then

@@ -20,12 +20,12 @@ of ``t^2``. The cache lives where Hugging Face's models keep it, inside the atte
 (:class:`course_lib.models.attention.MultiHeadAttention`'s ``cache``, one
 :class:`course_lib.models.kv_cache.KVCache` per
 layer): :func:`generate` calls the model's own forward, ``model(new_tokens, cache=caches)``, so cached and
-uncached logits are computed by the same code. :func:`attend_with_cache` is notebook 10's exercise: one
+uncached logits are computed by the same code. :func:`attend_with_cache` is notebook 11's exercise: one
 attention step with the cache written out as tensors.
 
 **Past the context.** A cache that keeps every position grows with the text, and a model with learned positions
-(notebook 10's GPT) has none beyond ``max_len``: :func:`generate` refuses to run its cached path further. A model
-whose attention looks back over a sliding window (Mistral's; ``Llama(window=W)``, notebook 13) gets a *rolling*
+(notebook 11's GPT) has none beyond ``max_len``: :func:`generate` refuses to run its cached path further. A model
+whose attention looks back over a sliding window (Mistral's; ``Llama(window=W)``, notebook 14) gets a *rolling*
 cache from ``make_cache()`` (:class:`course_lib.models.kv_cache.SlidingWindowCache`, the last ``W - 1`` positions
 and the new one), and rotary positions have no table that ends: its memory stays constant and generation goes on
 as long as asked, with the logits of a full pass over the whole text.

@@ -198,7 +198,7 @@ def _first_assignment(paths: list[Path], max_bytes: int) -> Path | None:
                 for copy, files in sorted(by_copy.items(), key=lambda item: -len(item[1]))]
         raise GradebookError("these submissions are several notebooks and a gradebook holds one assignment: "
                              + "; ".join(told) + ". Say which with --source (the course's copy, e.g. "
-                             "notebooks/13_todays_models.ipynb); a file of another notebook is then graded "
+                             "notebooks/14_todays_models.ipynb); a file of another notebook is then graded "
                              "against it, earns nothing for exercises it does not define, and is reported")
     return next(iter(by_copy), None)
 

@@ -310,7 +310,7 @@ def transformer_parameter_count(vocab_size: int, d_model: int, num_heads: int, n
 
 
 # The paper's Table 3, rows B and E: variants of the model, here where the arrow of imports runs down (the
-# command's tasks and notebook 12's grid both build them).
+# command's tasks and notebook 13's grid both build them).
 
 def with_key_size(model: nn.Module, d_k: int) -> nn.Module:
     """Replace every ``MultiHeadAttention`` of ``model``'s encoder and decoder layers by a

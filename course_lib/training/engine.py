@@ -217,7 +217,7 @@ def warmup_cosine_factor(step: int, warmup: int, steps: int, floor: float = 0.0,
     first step has rate 0 and whose peak is step ``warmup``. The decay is the same in both.
 
     ``floor=0`` is the ViT paper's decay (notebook 08); ``floor=0.1`` GPT-2's and most language models'
-    (notebook 10). A cosine continued past its last step would climb again; the decay is therefore clamped.
+    (notebook 11). A cosine continued past its last step would climb again; the decay is therefore clamped.
 
     Example:
         >>> [round(warmup_cosine_factor(s, warmup=2, steps=6, floor=0.1), 3) for s in (0, 1, 2, 4, 6, 9)]

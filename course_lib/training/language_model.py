@@ -1,4 +1,4 @@
-"""Training and evaluating a language model on one stream of tokens (notebook 10).
+"""Training and evaluating a language model on one stream of tokens (notebook 11).
 
 Teacher forcing on a stream: a window of ``seq_len + 1`` tokens gives ``seq_len`` training examples at
 once, input ``window[:, :-1]`` and target ``window[:, 1:]`` (each position predicts the token after it).

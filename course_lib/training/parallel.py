@@ -1,6 +1,6 @@
 """Independent runs on several CPU cores, one process each: for grids of small experiments.
 
-A grid of small trainings (notebook 12: 7 variants x 3 seeds) is a set of independent runs. Inside one
+A grid of small trainings (notebook 13: 7 variants x 3 seeds) is a set of independent runs. Inside one
 run, a second thread gains little for small models: each step is many small operations, dominated by
 their fixed cost, not by arithmetic (``benchmarks/results/threads.md``). Two runs side by side on two
 cores, one thread each, finish in about half the time, and a busy core only slows them down as much as it

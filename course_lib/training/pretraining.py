@@ -1,4 +1,4 @@
-"""Pre-training an encoder-only model with masked language modelling, then fine-tuning it (notebook 11).
+"""Pre-training an encoder-only model with masked language modelling, then fine-tuning it (notebook 12).
 
 Both run on the course's one training loop, :func:`course_lib.training.engine.train`, with their own batch
 adapters: :func:`mlm_step` (masked windows of the pre-training text; the MLM head runs on the selected
@@ -45,7 +45,7 @@ def classification_inputs(bpe: ByteBPE, texts: Iterable[str], seq_len: int, cls_
 
 @dataclass
 class DocstringData:
-    """Notebook 11's data, ready to train on: the tokeniser, the pre-training stream and the labelled task.
+    """Notebook 12's data, ready to train on: the tokeniser, the pre-training stream and the labelled task.
 
     Attributes:
         bpe: byte-level BPE trained on the pre-training docstrings, with :data:`SPECIAL_TOKENS`.
@@ -91,7 +91,7 @@ class DocstringData:
     def build(cls, vocab_size: int = 1000, seq_len: int = 64, task: DocstringTask | None = None) -> DocstringData:
         """Read the standard library's docstrings, split them, train the tokeniser and encode everything.
 
-        ``task``: the split already made (``docstring_task(stdlib_docstrings())``, as notebook 11 shows it),
+        ``task``: the split already made (``docstring_task(stdlib_docstrings())``, as notebook 12 shows it),
         so that the library is not read a second time; None reads it here.
         """
         task = task if task is not None else docstring_task(stdlib_docstrings())

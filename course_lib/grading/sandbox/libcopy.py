@@ -16,8 +16,8 @@ folder (:func:`course_lib.edition.build.build_student_folder`), its checks modul
 
 Example:
     >>> from course_lib.edition.build import withheld_for
-    >>> sorted({e.notebook for e in withheld_for(13)})
-    ['13_todays_models', '14_inference_at_scale']
+    >>> sorted({e.notebook for e in withheld_for(14)})
+    ['14_todays_models', '15_inference_at_scale']
 """
 
 from __future__ import annotations

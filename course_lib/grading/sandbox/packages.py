@@ -1,7 +1,7 @@
 """Which installed packages the grading sandbox shows: what the course needs to run, and nothing else.
 
-A course environment holds more than the course needs to run a notebook. Notebook 13's tests need Hugging Face's
-``transformers``, whose ``repeat_kv``, ``LlamaRMSNorm`` and ``rotate_half`` are notebook 13's answers; an
+A course environment holds more than the course needs to run a notebook. Notebook 14's tests need Hugging Face's
+``transformers``, whose ``repeat_kv``, ``LlamaRMSNorm`` and ``rotate_half`` are notebook 14's answers; an
 instructor's own environment may hold ``timm``, ``d2l`` or ``torchtune``, with an attention or a Transformer layer
 ready to call. An exercise cell that reaches one of them (``torch.importlib.import_module`` is one name away, and
 no static policy can close every such route) would hand in a library's answer as its own. So the sandbox does not

@@ -143,7 +143,7 @@ def package_mounts(packages: list[tuple[str, str]], extra_modules: tuple[str, ..
     """bwrap arguments that show each package folder with only the packages the course needs in it: an empty,
     read-only tmpfs at its place, and in it, bound read-only one by one, the entries of the distributions that
     :func:`course_lib.grading.sandbox.packages.visible_entries` names. Any other library installed there (Hugging
-    Face's ``transformers``, whose functions are notebook 13's answers) is absent from the sandbox."""
+    Face's ``transformers``, whose functions are notebook 14's answers) is absent from the sandbox."""
     from .packages import visible_entries
 
     args: list[str] = []

@@ -8,9 +8,9 @@ Everything comes from
 ``course_lib``; nothing here is a second copy of a model, a loss or a loop: every task trains on
 :func:`course_lib.training.engine.train`.
 
-The tasks: ``translate`` (notebook 07's Transformer; notebook 12's variants through ``--set``), ``vit``
-(notebook 08), ``lm`` (notebook 10's GPT), ``bert`` (notebook 11: masked-language-model pre-training,
-evaluated by fine-tuning copies on the labelled task) and ``llama`` (notebook 13's Llama-layout language model:
+The tasks: ``translate`` (notebook 07's Transformer; notebook 13's variants through ``--set``), ``vit``
+(notebook 08), ``lm`` (notebook 11's GPT), ``bert`` (notebook 12: masked-language-model pre-training,
+evaluated by fine-tuning copies on the labelled task) and ``llama`` (notebook 14's Llama-layout language model:
 RMSNorm, SwiGLU, RoPE, grouped-query attention, an optional sliding window). :data:`NOTEBOOK_MODELS` says,
 for every notebook that trains a model, which task trains it (``course-train --list``).
 
@@ -171,7 +171,7 @@ def build_translate(config: dict, device: torch.device) -> Setup:
                             num_heads=config["num_heads"], num_encoder_layers=config["num_layers"],
                             num_decoder_layers=config["num_layers"], d_ff=config["d_ff"], dropout=config["dropout"],
                             max_len=config["max_len"], norm_first=config["norm_first"])
-        if config["d_k"]:  # notebook 12, Table 3 row B: another key size (0: d_model / num_heads)
+        if config["d_k"]:  # notebook 13, Table 3 row B: another key size (0: d_model / num_heads)
             with_key_size(model, config["d_k"])
         if config["positions"] == "learned":  # row E
             with_learned_positions(model)
@@ -230,7 +230,7 @@ def build_vit(config: dict, device: torch.device) -> Setup:
                  f"digits split {split.sizes}")
 
 
-# Notebook 10's CONFIG and training (LONG_RUN = False): the Python manual, byte-level BPE of 1 024, a GPT of 4
+# Notebook 11's CONFIG and training (LONG_RUN = False): the Python manual, byte-level BPE of 1 024, a GPT of 4
 # layers, AdamW with a warm-up and a cosine decay to 10 %; evaluated by the validation perplexity.
 LM_DEFAULTS = {**COMMON_DEFAULTS, **dict(
     steps=400, batch_size=16, vocab_size=1024, seq_len=128, d_model=128, num_heads=4, num_layers=4, dropout=0.0,
@@ -239,7 +239,7 @@ LM_DEFAULTS = {**COMMON_DEFAULTS, **dict(
 LM_QUICK = {**COMMON_QUICK, **dict(batch_size=8, vocab_size=300, seq_len=32, d_model=32, num_heads=2, num_layers=1,
                                    warmup=5)}
 
-# Notebook 11's CONFIG, pre-training and fine-tuning (LONG_RUN = False): docstrings of the standard library,
+# Notebook 12's CONFIG, pre-training and fine-tuning (LONG_RUN = False): docstrings of the standard library,
 # byte-level BPE of 1 000, a BERT of 2 layers pre-trained with MLM; evaluated like the notebook, by
 # fine-tuning a copy on 32 labelled docstrings per class (seed 0) and scoring the held-out docstrings.
 BERT_DEFAULTS = {**COMMON_DEFAULTS, **dict(
@@ -276,7 +276,7 @@ def _text_streams(config: dict) -> tuple[Any, Any, torch.Tensor, torch.Tensor]:
 
 
 def build_lm(config: dict, device: torch.device) -> Setup:
-    """Notebook 10: a GPT on the Python manual (or ``text_file``), windows of ``seq_len + 1`` tokens."""
+    """Notebook 11: a GPT on the Python manual (or ``text_file``), windows of ``seq_len + 1`` tokens."""
     import torch.nn.functional as F
 
     from course_lib.models.gpt import GPT
@@ -299,7 +299,7 @@ def build_lm(config: dict, device: torch.device) -> Setup:
                                             f"{bpe.vocab_size}")
 
 
-# Notebook 13's CONFIG and training (LONG_RUN = False), section 5's grouped-query model: the Python manual,
+# Notebook 14's CONFIG and training (LONG_RUN = False), section 5's grouped-query model: the Python manual,
 # byte-level BPE of 512, a Llama-layout model of 2 layers, 4 query heads sharing 2 key/value heads, AdamW with
 # 30 warm-up steps and then a constant rate (the notebook's schedule: it does not depend on `steps`, so a resumed
 # run may grow). window=0 is full causal attention; window=W is Mistral's sliding window (section 6).
@@ -321,7 +321,7 @@ def validate_llama(config: dict) -> None:
 
 
 def build_llama(config: dict, device: torch.device) -> Setup:
-    """Notebook 13: a Llama-layout language model (RMSNorm, SwiGLU, RoPE, grouped-query attention) on the Python
+    """Notebook 14: a Llama-layout language model (RMSNorm, SwiGLU, RoPE, grouped-query attention) on the Python
     manual (or ``text_file``), windows of ``seq_len + 1`` tokens, scored by the validation perplexity and the
     key/value cache it keeps per token."""
     import torch.nn.functional as F
@@ -337,7 +337,7 @@ def build_llama(config: dict, device: torch.device) -> Setup:
                   rope_layout=config["rope_layout"], window=config["window"] or None,
                   tie_weights=config["tie_weights"]).to(device)
     optimizer = make_adamw(model, config["lr"], config["weight_decay"], betas=(0.9, 0.95))
-    # floor=1: the warm-up, then the peak rate kept (notebook 13's LambdaLR, min(1, (step + 1) / warmup))
+    # floor=1: the warm-up, then the peak rate kept (notebook 14's LambdaLR, min(1, (step + 1) / warmup))
     scheduler = warmup_cosine_schedule(optimizer, config["warmup"], config["steps"], floor=1.0)
 
     def evaluate(trained: nn.Module, where: torch.device) -> dict[str, float]:
@@ -369,7 +369,7 @@ def _mlm_forward_step(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
 
 
 def build_bert(config: dict, device: torch.device) -> Setup:
-    """Notebook 11: BERT pre-trained with masked language modelling on the standard library's docstrings."""
+    """Notebook 12: BERT pre-trained with masked language modelling on the standard library's docstrings."""
     import copy
 
     from course_lib.evaluation.metrics import classifier_accuracy
@@ -415,14 +415,14 @@ TASKS: dict[str, Task] = {
     # The ViT's cosine decay reaches its floor at `steps`: a resumed run with another `steps` would reshape it.
     "vit": Task("vit", VIT_DEFAULTS, build_vit, "notebook 08's Vision Transformer on the 8x8 digits",
                 quick=VIT_QUICK, schedule_keys=("steps",)),
-    "lm": Task("lm", LM_DEFAULTS, build_lm, "notebook 10's GPT language model on the Python manual (or text_file)",
+    "lm": Task("lm", LM_DEFAULTS, build_lm, "notebook 11's GPT language model on the Python manual (or text_file)",
                quick=LM_QUICK, schedule_keys=("steps",)),
     "bert": Task("bert", BERT_DEFAULTS, build_bert,
-                 "notebook 11's BERT: masked-language-model pre-training on the standard library's docstrings, "
+                 "notebook 12's BERT: masked-language-model pre-training on the standard library's docstrings, "
                  "scored by fine-tuning on the labelled task", quick=BERT_QUICK, schedule_keys=("steps",)),
-    # Notebook 13's schedule is a warm-up then a constant rate: `steps` may grow on resume.
+    # Notebook 14's schedule is a warm-up then a constant rate: `steps` may grow on resume.
     "llama": Task("llama", LLAMA_DEFAULTS, build_llama,
-                  "notebook 13's Llama-layout language model (RMSNorm, SwiGLU, RoPE, grouped-query attention; "
+                  "notebook 14's Llama-layout language model (RMSNorm, SwiGLU, RoPE, grouped-query attention; "
                   "window=W for a sliding window) on the Python manual (or text_file)", quick=LLAMA_QUICK,
                   validate=validate_llama),
 }
@@ -437,13 +437,13 @@ NOTEBOOK_MODELS: dict[str, str] = {
     "08_vision_transformer": "course-train vit",
     "09_why_self_attention": "course-train translate --set architecture=gru | gru_additive | transformer (section "
                              "7's three models, with notebook 07's optimiser); the recall toys train in the notebook",
-    "10_language_model": "course-train lm",
-    "11_bert": "course-train bert",
-    "12_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
+    "11_language_model": "course-train lm",
+    "12_bert": "course-train bert",
+    "13_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
                             "d_k, num_layers, d_model, d_ff, dropout, smoothing, positions=learned); "
                             "course_lib.experiments.ablation.train_variant runs the notebook's grid",
-    "13_todays_models": "course-train llama (today's block; the deep dive's LayerNorm + ReLU comparison trains in "
+    "14_todays_models": "course-train llama (today's block; the deep dive's LayerNorm + ReLU comparison trains in "
                         "the notebook)",
-    "14_inference_at_scale": "course-train llama (--set num_kv_heads=2 for section 1's grouped-query model, 4 | 1 for "
+    "15_inference_at_scale": "course-train llama (--set num_kv_heads=2 for section 1's grouped-query model, 4 | 1 for "
                              "multi-head or multi-query attention, --set window=16 for section 2's sliding window)",
 }

@@ -1,4 +1,4 @@
-# notebook: 14_inference_at_scale
+# notebook: 15_inference_at_scale
 # exercise: online_softmax
 # expect: forbidden
 # The edition's online_softmax_attention pasted, then used as a softmax: one query of ones against the keys x
@@ -14,8 +14,8 @@ def online_softmax_attention(query: torch.Tensor, key: torch.Tensor, value: torc
 
     The course's conventions kept: a boolean ``mask``, True = may attend; with ``causal`` query ``i`` sees keys
     ``j <= i + seq_k - seq_q`` (PyTorch's own lower-right causal bias, ``torch.nn.attention.bias.causal_lower_right``);
-    a query whose keys are all masked gets a zero output. The grader of notebook 13's ``online_softmax`` refuses
-    PyTorch's attention kernels, so this function computes no answer there. Notebook 13's memory measure of
+    a query whose keys are all masked gets a zero output. The grader of notebook 14's ``online_softmax`` refuses
+    PyTorch's attention kernels, so this function computes no answer there. Notebook 14's memory measure of
     "tiles + online softmax" then shows PyTorch's kernel, whose workspace it cannot see.
 
     Shapes: ``query`` (..., seq_q, d_k), ``key`` (..., seq_k, d_k), ``value`` (..., seq_k, d_v), ``mask``

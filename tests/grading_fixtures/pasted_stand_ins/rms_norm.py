@@ -1,4 +1,4 @@
-# notebook: 13_todays_models
+# notebook: 14_todays_models
 # exercise: rms_norm
 # expect: forbidden
 # The class edition's RMSNorm.forward, pasted as the edition ships it, made the forward of the stub's class.

@@ -10,7 +10,7 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     """Class edition: notebook 03's frequencies ``omega_i = base^(-2i/d_model)`` as PyTorch's geometric sequence
     ``torch.logspace`` (exponents 0, -2/d_model, ..., -(d_model-2)/d_model), in float64, returned in float32.
 
-    Why this route: notebook 13's rotary embeddings need the frequencies for every head size ``d_k`` and every
+    Why this route: notebook 14's rotary embeddings need the frequencies for every head size ``d_k`` and every
     ``base`` (its exercise builds on ``rope_angles``), so stored outputs of a few calls would not do; and the
     frequencies give notebook 03's table away. The grader of ``sinusoidal_table`` refuses ``torch.logspace``
     (its ``forbidden_ops``, whatever name reaches it), so this function, pasted into notebook 03's cell, earns

@@ -1,5 +1,5 @@
-"""Exercises of notebook 14 (inference at scale): the key/value heads of grouped-query attention, and the online
-softmax of FlashAttention (both moved, with their sections, from notebook 13).
+"""Exercises of notebook 15 (inference at scale): the key/value heads of grouped-query attention, and the online
+softmax of FlashAttention (both moved, with their sections, from notebook 14).
 
 Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
 ``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
@@ -30,7 +30,7 @@ from course_lib.exercises.passes import case_row_reads
 from course_lib.models.flash_attention import online_softmax
 from course_lib.models.gqa import repeat_kv
 
-NOTEBOOK = "14_inference_at_scale"
+NOTEBOOK = "15_inference_at_scale"
 
 
 # ---------------------------------------------------------------------------------------------------

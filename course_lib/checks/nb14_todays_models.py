@@ -1,9 +1,9 @@
-"""Exercises of notebook 13 (from the 2017 Transformer to today's models): rotary embeddings, RMSNorm and SwiGLU.
+"""Exercises of notebook 14 (from the 2017 Transformer to today's models): rotary embeddings, RMSNorm and SwiGLU.
 
 Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
 ``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
-The key/value heads of grouped-query attention and the online softmax moved with their sections to notebook 14
-(:mod:`course_lib.checks.nb14_inference_at_scale`).
+The key/value heads of grouped-query attention and the online softmax moved with their sections to notebook 15
+(:mod:`course_lib.checks.nb15_inference_at_scale`).
 
 References, all in :mod:`course_lib.models`: :func:`~course_lib.models.rope.apply_rope`,
 :class:`~course_lib.models.llama.RMSNorm` and :class:`~course_lib.models.llama.SwiGLU` (class exercises: the
@@ -29,7 +29,7 @@ from course_lib.exercises.cases import public_and_hidden, with_inputs
 from course_lib.models.llama import RMSNorm, SwiGLU
 from course_lib.models.rope import apply_rope
 
-NOTEBOOK = "13_todays_models"
+NOTEBOOK = "14_todays_models"
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Exercise of notebook 12 (the paper's experiments at small scale): averaging checkpoints, one entry at a time.
+"""Exercise of notebook 13 (the paper's experiments at small scale): averaging checkpoints, one entry at a time.
 
 Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
 ``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
@@ -12,7 +12,7 @@ from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
 from course_lib.experiments.paper import average_weights
 
-NOTEBOOK = "12_paper_experiments"
+NOTEBOOK = "13_paper_experiments"
 
 
 def _values(gen: torch.Generator, count: int, shape: tuple[int, ...]) -> list[torch.Tensor]:

@@ -1,4 +1,4 @@
-"""Exercises of notebook 10 (the decoder-only language model): the shifted LM loss, nucleus (top-p)
+"""Exercises of notebook 11 (the decoder-only language model): the shifted LM loss, nucleus (top-p)
 
 Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
 ``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
@@ -18,7 +18,7 @@ from course_lib.generation.sampling import attend_with_cache, top_p_filter
 from course_lib.models.attention import scaled_dot_product_attention
 from course_lib.training.language_model import lm_loss
 
-NOTEBOOK = "10_language_model"
+NOTEBOOK = "11_language_model"
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""Notebooks 13's and 14's checks (``course_lib/checks/nb13_todays_models.py`` and ``nb14_inference_at_scale.py``):
+"""Notebooks 14's and 15's checks (``course_lib/checks/nb14_todays_models.py`` and ``nb15_inference_at_scale.py``):
 each known mistake is rejected with its own hint, the reference and the correct alternatives pass, and the public
 cases are built so that each mistake shows (the two RoPE layouts coincide at d_k = 2, the head orders at one
 key/value head, the online softmax without rescaling whenever the first tile holds the maximum: the cases must go
 beyond those).
 
 ``tests/test_exercises.py`` sweeps every exercise too (hidden cases, seeds, sampled in CI); this file runs the
-five exercises of notebooks 13 and 14 whole, on their public cases, in the fast tier.
+five exercises of notebooks 14 and 15 whole, on their public cases, in the fast tier.
 """
 
 from __future__ import annotations

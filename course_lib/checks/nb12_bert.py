@@ -1,4 +1,4 @@
-"""Exercises of notebook 11 (the encoder-only model, BERT): the 80/10/10 masking, the MLM loss and the
+"""Exercises of notebook 12 (the encoder-only model, BERT): the 80/10/10 masking, the MLM loss and the
 
 Declarations, not logic to share: its mistakes are whole wrong answers, as a learner writes them, so
 ``duplicates`` pairs this module with the other checks modules by shape (:mod:`course_lib.checks` says why).
@@ -29,7 +29,7 @@ from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
 from course_lib.models.bert import IGNORE_INDEX, ClassificationHead, mask_tokens, mlm_loss
 
-NOTEBOOK = "11_bert"
+NOTEBOOK = "12_bert"
 SELECT, MASK, RANDOM = 0.15, 0.8, 0.1  # BERT's proportions, which the learner's function must reproduce
 SIGMAS = 5.0
 
