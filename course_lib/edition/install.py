@@ -135,23 +135,14 @@ def build_wheel(project: Path, wheels: Path) -> Path:
 
 
 INSTALL_CELL = '''\
-# Where course_lib is missing (Colab, a plain Jupyter), this installs course_lib {version} in seconds beside the
-# PyTorch that is there; everywhere else it does nothing. {variable} (a URL) replaces where it comes from.
-import os
-import subprocess
-import sys
-from importlib import invalidate_caches, metadata, util
-
-if util.find_spec("course_lib") is None:
-    _where = os.environ.get("{variable}") or "{packages}"
-    _keep = [f"torch=={{metadata.version('torch')}}"] if util.find_spec("torch") else []  # never replace PyTorch
-    _wheel = f"{{_where.rstrip('/')}}/{wheel}"
-    _pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"course_lib @ {{_wheel}}", *_keep],
+# Colab or a Jupyter without course_lib: install course_lib {version} beside its PyTorch (elsewhere: nothing).
+import importlib.util, os, subprocess, sys
+if importlib.util.find_spec("course_lib") is None:
+    _where = (os.environ.get("{variable}") or "{packages}").rstrip("/")
+    _pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"course_lib @ {{_where}}/{wheel}"],
                           capture_output=True, text=True)
-    if _pip.returncode:
-        raise RuntimeError(f"installing course_lib failed:\\n{{_pip.stdout}}{{_pip.stderr}}")
-    invalidate_caches()
-    print(f"course_lib {version} installed from {{_where}}")'''
+    if _pip.returncode: raise RuntimeError(f"installing course_lib failed:\\n{{_pip.stdout}}{{_pip.stderr}}")
+    importlib.invalidate_caches(); print(f"course_lib {version} installed from {{_where}}")'''
 
 
 def install_cell_source(version: str, packages: str) -> str:
