@@ -182,7 +182,8 @@ def test_the_install_cell_installs_course_lib_where_it_is_missing(local_index: s
                           timeout=1800)
     seconds = time.perf_counter() - start
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip() == f"course_lib {course_lib.__version__} installed from {local_index.rstrip('/')}", done.stdout
+    where = local_index.rstrip("/")
+    assert done.stdout.strip() == f"course_lib {course_lib.__version__} installed from {where}", done.stdout
     print(f"the install cell took {seconds:.1f} s (course_lib, sacrebleu, num2words, koreanize-matplotlib)")
     assert _torch_files(python) == before, "the install cell touched torch's files"
     version = subprocess.run([str(python), "-c", "import course_lib; print(course_lib.__version__)"],
