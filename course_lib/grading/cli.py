@@ -41,6 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from .commands import open_gradebook
 from .course import course_notebooks, notebook_id
 from .judging.scoring import ScoringRule, parse_time
 from .records.exports import report_from_dict
@@ -480,18 +481,6 @@ def read_extensions(path: Path) -> dict[str, str]:
     return due
 
 
-def _book(out: Path, parser: argparse.ArgumentParser, must_exist: bool = False) -> Gradebook | None:
-    if must_exist and not (out / GRADEBOOK_NAME).is_file():
-        parser.error(f"--out {out}: no gradebook there ({GRADEBOOK_NAME}); grade into it first")
-    if not (out / GRADEBOOK_NAME).is_file():
-        return None
-    try:
-        return Gradebook(out / GRADEBOOK_NAME)
-    except GradebookError as err:
-        parser.error(str(err))
-    return None
-
-
 def _override(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="course-grade override",
                                      description="Set a student's points for one exercise, with a reason (kept "
@@ -506,7 +495,7 @@ def _override(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if (args.points is None) != args.clear:
         parser.error("give POINTS, or --clear without points")
-    book = _book(args.out, parser, must_exist=True)
+    book = open_gradebook(args.out, parser)
     assert book is not None
     with book:
         current = book.current()
@@ -543,7 +532,7 @@ def _export(argv: list[str]) -> int:
     parser.add_argument("--quiet", action="store_true")
     _scoring_arguments(parser)
     args = parser.parse_args(argv)
-    book = _book(args.out, parser, must_exist=True)
+    book = open_gradebook(args.out, parser)
     assert book is not None
     with book:
         options = _options(args, parser, book)
@@ -559,7 +548,7 @@ def _history(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("student", nargs="?", default=None)
     args = parser.parse_args(argv)
-    book = _book(args.out, parser, must_exist=True)
+    book = open_gradebook(args.out, parser)
     assert book is not None
     with book:
         for r in book.history(args.student):
@@ -610,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         except SandboxUnavailable as err:
             print(f"course-grade: {err}", file=sys.stderr)
             return 2
-    book = _book(args.out, parser)
+    book = open_gradebook(args.out, parser, must_exist=False)
     options = _options(args, parser, book)
     if book is not None:
         book.close()

@@ -28,15 +28,25 @@ __all__ = ["COMMANDS", "gradescope_results", "GRADESCOPE_VISIBILITY"]
 GRADESCOPE_VISIBILITY = ("hidden", "after_due_date", "after_published", "visible")
 
 
-def _open(out: Path, parser: argparse.ArgumentParser) -> Gradebook:
-    """The gradebook in ``out`` (a usage error when there is none or it cannot be read)."""
+def open_gradebook(out: Path, parser: argparse.ArgumentParser, must_exist: bool = True) -> Gradebook | None:
+    """The gradebook in ``out``: a usage error when it cannot be read, or when there is none and ``must_exist``
+    (otherwise ``None``). Every ``course-grade`` command that reads a class's records opens it here."""
     if not (out / GRADEBOOK_NAME).is_file():
-        parser.error(f"--out {out}: no gradebook there ({GRADEBOOK_NAME}); grade into it first")
+        if must_exist:
+            parser.error(f"--out {out}: no gradebook there ({GRADEBOOK_NAME}); grade into it first")
+        return None
     try:
         return Gradebook(out / GRADEBOOK_NAME)
     except GradebookError as err:
         parser.error(str(err))
         raise
+
+
+def _open(out: Path, parser: argparse.ArgumentParser) -> Gradebook:
+    """The gradebook in ``out``, which must exist."""
+    book = open_gradebook(out, parser)
+    assert book is not None
+    return book
 
 
 def _rubric(argv: list[str]) -> int:
