@@ -257,7 +257,8 @@ def mark_references(root: Path, exercises: Sequence[Exercise]) -> list[str]:
     once provided (:mod:`course_lib.edition.provided`), runs wherever course code calls it; return their keys.
 
     A function reference (or its stand-in) gets ``standing_in(key)``, a class exercise's class
-    ``standing_in_class(key)``; ``key`` is ``module.name``, as the grader names the reference."""
+    ``standing_in_class(key)``; ``key`` is ``module.name``, as the grader names the reference. The module imports
+    :mod:`course_lib.edition.provided` plainly (it imports nothing of the course: no cycle)."""
     decorations: dict[str, str] = {}
     for exercise in exercises:
         ref = exercise.reference
@@ -265,12 +266,12 @@ def mark_references(root: Path, exercises: Sequence[Exercise]) -> list[str]:
         if not module or not name.isidentifier() or not _in_copy(root, module):
             continue
         kind = "standing_in_class" if inspect.isclass(ref) else "standing_in"
-        decorations[f"{module}.{name}"] = f"__import__('course_lib.edition.provided').edition.provided.{kind}" \
-                                          f"({module + '.' + name!r})"
+        decorations[f"{module}.{name}"] = f"course_lib.edition.provided.{kind}({module + '.' + name!r})"
     for module, names in keys_by_module(list(decorations)).items():
         path = _module_file(root, module)
         wanted = {n: decorations[f"{module}.{n}"] for n in names}
-        path.write_text(decorate_parts(path.read_text(encoding="utf-8"), wanted), encoding="utf-8")
+        path.write_text(decorate_parts(path.read_text(encoding="utf-8"), wanted,
+                                       ["import course_lib.edition.provided"]), encoding="utf-8")
     return sorted(decorations)
 
 
