@@ -153,7 +153,7 @@ def test_sliding_window_equals_the_uncached_windowed_computation_past_max_len() 
             assert cache[0].length == window and cache[0].seen == i + 1  # bounded memory, absolute positions
         for i in range(17, total, 3):  # chunks of 3 new tokens (the last one of 3 as well)
             steps.append(lm(tokens[:, i:i + 3], cache))
-            assert cache[0].length == window - 1 + 3
+            assert cache[0].length == window  # a step of 3 reads window - 1 + 3 keys, then stores the window
     torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOL)
     # the window matters: without it the last logits differ
     unwindowed = Llama(vocab_size=50, d_model=32, num_heads=4, num_layers=2, num_kv_heads=2, max_len=8).eval()

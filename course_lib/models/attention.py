@@ -319,9 +319,21 @@ def fused_attention(
         >>> torch.allclose(fused_attention(q, k, v), scaled_dot_product_attention(q, k, v)[0], atol=1e-6)
         True
     """
-    _check_sdpa_arguments(query, key, value, mask, dropout_p, who="fused_attention")
+    _check_attention_inputs(query, key, value, mask, "fused_attention")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"fused_attention: dropout_p must be in [0, 1], got {dropout_p}")
     attn_mask = None if mask is None else _with_leading_ones(mask, query.dim())  # e.g. (seq_k,) -> (1, 1, 1, seq_k)
     output = F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p)
+    if key.shape[-2] >= _KERNEL_KEEPS_NAN_FROM_SEQ_K and key.is_cpu:
+        if mask is None:
+            return output  # the kernel gives the formula's NaN by itself
+        if output.dtype in (torch.float32, torch.float64) and not output.requires_grad:
+            # The course's models' case in evaluation: only a masked key's NaN or inf can differ, and it shows in
+            # the output. Inlined (one sum read as a float, no helper call): at 64 tokens each Python call is a
+            # measurable share of the kernel's time.
+            if math.isfinite(output.sum().item()):
+                return output
+            return scaled_dot_product_attention(query, key, value, mask, dropout_p)[0]
     if _kernel_may_hide_nan(key, mask) and not _all_finite(*_to_test_for_finiteness(query, key, output)):
         # Both paths must agree and a NaN must never be laundered into a plausible number: such input
         # takes the formula.

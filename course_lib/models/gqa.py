@@ -11,8 +11,8 @@ that factor. ``num_kv_heads = num_heads`` is multi-head attention, ``num_kv_head
 Positions enter by rotating queries and keys (:func:`course_lib.models.rope.apply_rope`) at their absolute
 positions, which start at ``cache.seen`` when a cache is given. A **sliding window** of ``window`` positions
 (Mistral) lets query ``p`` see keys ``p - window + 1 .. p`` only (:func:`sliding_window_mask`); with a
-:class:`~course_lib.models.kv_cache.SlidingWindowCache` the cache then keeps at most ``window - 1`` positions
-from one step to the next.
+:class:`~course_lib.models.kv_cache.SlidingWindowCache` the cache then stores at most ``window`` positions after
+any step (a prefill longer than the window included) and a step reads the last ``window - 1`` and its own.
 
 The attention itself is the course's (:func:`course_lib.models.attention.fused_attention`, or
 :func:`course_lib.models.attention.scaled_dot_product_attention` when the weights are asked for), with the course's

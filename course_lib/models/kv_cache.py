@@ -88,7 +88,8 @@ class KVCache:
         return self.keys, self.values
 
     def key_positions(self, device: torch.device | str | None = None) -> torch.Tensor:
-        """The absolute positions of the stored keys, oldest first: ``(stored,)``, ``seen - stored .. seen - 1``."""
+        """The absolute positions of the keys the last update returned, oldest first: here every stored key,
+        ``(stored,)``, ``seen - stored .. seen - 1`` (a rolling cache may return more than it keeps)."""
         return torch.arange(self.seen - self.length, self.seen, device=device)
 
     def causal_mask(self, num_queries: int, device: torch.device | str | None = None) -> torch.Tensor:
@@ -114,21 +115,26 @@ class KVCache:
         return sliding_window_mask(query_positions, self.key_positions(device))  # (num_queries, stored)
 
 class SlidingWindowCache(KVCache):
-    """A rolling cache for sliding-window attention: earlier steps leave at most ``window - 1`` positions.
+    """A rolling cache for sliding-window attention (Mistral): it never stores more than ``window`` positions.
 
     Under a sliding window of ``window`` positions, the query at position ``p`` attends to keys
     ``p - window + 1 .. p``: of the positions before a step, only the last ``window - 1`` can still be read
-    (Hugging Face keeps the same number). :meth:`update` first drops the older ones, then appends the step's
-    keys and values and returns everything stored, as :class:`KVCache` does: so :meth:`key_positions` describes
-    exactly the keys returned, and a step (a prompt longer than the window, say) has all of its own keys.
-    Between single-token steps the cache holds ``window`` positions; :attr:`seen` keeps counting, so positions
-    (for rotary embeddings) stay absolute and generation runs past any context length.
+    (Hugging Face keeps the same number). :meth:`update` first drops the older ones, appends the step's keys and
+    values and returns everything kept plus the step's own (a step, a prompt longer than the window say, needs
+    all of its own keys), then **stores only the last** ``window`` **positions**: after a prefill of any length
+    the cache holds ``window`` positions, as between single-token steps, so memory is bounded by the window
+    from the first step on. :meth:`key_positions` (and :meth:`causal_mask`) describe the keys the last update
+    *returned*, which the step's queries attend to; :attr:`length` counts the stored ones. :attr:`seen` keeps
+    counting, so positions (for rotary embeddings) stay absolute and generation runs past any context length.
 
-    Shapes: as :class:`KVCache`; after an update the stored length is at most ``window - 1 + new``.
+    Shapes: as :class:`KVCache`; an update returns at most ``window - 1 + new`` positions and the cache then
+    stores at most ``window``.
 
     Example:
         >>> cache = SlidingWindowCache(window=3)
         >>> k, v = cache.update(torch.zeros(1, 2, 5, 4), torch.zeros(1, 2, 5, 4))  # a prompt of 5
+        >>> k.shape[2], cache.length, cache.key_positions().tolist()  # all 5 for the prompt, 3 stored
+        (5, 3, [0, 1, 2, 3, 4])
         >>> k, v = cache.update(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))  # one new token
         >>> k.shape[2], cache.seen, cache.key_positions().tolist()
         (3, 6, [3, 4, 5])
@@ -139,15 +145,28 @@ class SlidingWindowCache(KVCache):
             raise ValueError(f"SlidingWindowCache: window must be an int >= 1, got {window!r}")
         super().__init__()
         self.window = window
+        self._returned = 0  # how many positions the last update returned (its queries' keys)
 
     def update(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Drop the stored positions older than the last ``window - 1``, then append ``keys``/``values``
-        (batch, kv_heads, new, d_k) and return all stored ones, (batch, kv_heads, kept + new, d_k)."""
+        """Drop the stored positions older than the last ``window - 1``, append ``keys``/``values``
+        (batch, kv_heads, new, d_k), return all of them, (batch, kv_heads, kept + new, d_k), and keep only the
+        last ``window`` positions stored."""
         self._check_update(keys, values)  # before anything is dropped: a refused update changes nothing
         drop = self.length - (self.window - 1)
         if drop > 0:  # views here; the concatenation in KVCache.update copies, freeing the dropped positions
             self.keys, self.values = self.keys[:, :, drop:], self.values[:, :, drop:]
-        return super().update(keys, values)
+        all_keys, all_values = super().update(keys, values)  # (batch, kv_heads, kept + new, d_k)
+        self._returned = all_keys.shape[2]
+        if self._returned > self.window:  # a step of more than one token (a prefill): keep the window only
+            # copies, so that the step's tensors (the caller's, or the concatenation) are not held by a view
+            self.keys = all_keys[:, :, -self.window:].clone()  # (batch, kv_heads, window, d_k)
+            self.values = all_values[:, :, -self.window:].clone()
+        return all_keys, all_values
+
+    def key_positions(self, device: torch.device | str | None = None) -> torch.Tensor:
+        """The absolute positions of the keys the last update returned, oldest first: ``(returned,)``,
+        ``seen - returned .. seen - 1`` (after a prefill longer than the window, more than are stored)."""
+        return torch.arange(self.seen - self._returned, self.seen, device=device)
 
     def __repr__(self) -> str:
         return f"SlidingWindowCache(window={self.window}, length={self.length}, seen={self.seen})"
