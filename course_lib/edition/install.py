@@ -136,13 +136,19 @@ def build_wheel(project: Path, wheels: Path) -> Path:
 
 INSTALL_CELL = '''\
 # Colab or a Jupyter without course_lib: install course_lib {version} beside its PyTorch (elsewhere: nothing).
-import importlib.util, os, subprocess, sys
+import importlib.util
+import os
+import subprocess
+import sys
+
 if importlib.util.find_spec("course_lib") is None:
     _where = (os.environ.get("{variable}") or "{packages}").rstrip("/")
-    _pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"course_lib @ {{_where}}/{wheel}"],
-                          capture_output=True, text=True)
-    if _pip.returncode: raise RuntimeError(f"installing course_lib failed:\\n{{_pip.stdout}}{{_pip.stderr}}")
-    importlib.invalidate_caches(); print(f"course_lib {version} installed from {{_where}}")'''
+    _wheel = f"course_lib @ {{_where}}/{wheel}"
+    _pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", _wheel], capture_output=True, text=True)
+    if _pip.returncode:
+        raise RuntimeError(f"installing course_lib failed:\\n{{_pip.stdout}}{{_pip.stderr}}")
+    importlib.invalidate_caches()
+    print(f"course_lib {version} installed from {{_where}}")'''
 
 
 def install_cell_source(version: str, packages: str) -> str:
