@@ -91,6 +91,27 @@ def test_mistral_sliding_window_checkpoint_gives_equal_logits_past_the_window(tm
         torch.testing.assert_close(ours(tokens), _logits(theirs, tokens), **TOL)
 
 
+def test_the_window_cache_after_a_long_prefill_equals_hugging_faces_mistral(tmp_path: Path) -> None:
+    """Mistral's rolling buffer: after a prompt longer than the window only the last ``window`` positions stay
+    (copies: the prompt's memory is let go), and every decoding step's logits equal Hugging Face's uncached
+    sliding-window forward over all the tokens."""
+    window = 5
+    theirs = _llama(2, model_type="mistral", sliding_window=window)
+    theirs.config._attn_implementation = "eager"
+    ours = load_llama(_save(theirs, tmp_path))
+    tokens = torch.randint(0, 100, (2, 12))  # the prompt: more than twice the window
+    with torch.no_grad():
+        cache = ours.make_cache()
+        logits = ours(tokens, cache)
+        torch.testing.assert_close(logits, _logits(theirs, tokens), **TOL)
+        assert all(c.length == window and c.keys.untyped_storage().nbytes() == c.keys.nbytes for c in cache)
+        for _ in range(9):  # greedy steps, each checked against Hugging Face's full forward
+            tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+            logits = ours(tokens[:, -1:], cache)
+            torch.testing.assert_close(logits[:, -1], _logits(theirs, tokens)[:, -1], **TOL)
+            assert cache[0].length == window and cache[0].seen == tokens.shape[1]
+
+
 def test_cached_generation_equals_uncached_and_hugging_faces(tmp_path: Path) -> None:
     theirs = _llama(2)
     theirs.generation_config.eos_token_id = None  # no end-of-sequence: both run the full 8 steps
