@@ -38,7 +38,7 @@ import numpy as np
 
 from ..judging.results import UntrustedData, parse_header
 from .cgroups import SandboxCgroup
-from .codec import npz_bytes
+from .codec import npz_bytes, witnessed_ops
 from .sandbox import SandboxRun, command, unsandboxed_command
 from .scratch import scratch_folder
 
@@ -109,6 +109,7 @@ class Conversation:
     def __init__(self, run: SandboxRun, requests: int, notes: list[str]) -> None:
         self.run, self.requests, self.notes = run, requests, notes
         self.frames = 0
+        self.asked = ""  # the id of the last request sent (the witness's marks carry it)
 
     def _frame(self, until: float) -> tuple[dict[str, Any], bytes]:
         frame = self.run.next(until - time.monotonic())
@@ -154,6 +155,7 @@ class Conversation:
         """Send one request; return its one answer. Raises :class:`_Silence` after ``timeout`` seconds from now
         (or at the submission's ``deadline``), :class:`_Gone` when the sandbox ended."""
         ident = secrets.token_hex(8)  # unguessable: an answer sent before its request cannot carry it
+        self.asked = ident
         until = min(deadline, time.monotonic() + timeout)
         self._send({"id": ident, "do": what, "exercise": number, **(extra or {})}, blob, until)
         while True:
@@ -218,6 +220,7 @@ class _Grading:
                 arrays, described = self.plan.cases[number] or ({}, [])
                 answer, blob = talk.ask("cases", number, step, self.deadline, {"cases": described},
                                         npz_bytes(arrays))
+                answer["witness"] = witnessed_ops(answer.get("witness"), talk.asked)  # None: no record of it
             else:
                 blob = b""
         except _Silence:
