@@ -81,8 +81,11 @@ def limit(seconds: float) -> Iterator[None]:
 
 
 def modules() -> tuple[list[types.ModuleType], list[str]]:
+    """The library's modules (``course_lib``'s, and an assignment's own named in ``COURSE_SEARCH_MODULES``,
+    comma-separated), imported; and the imports that failed."""
     found, failed = [], []
     names = ["course_lib"] + [m.name for m in pkgutil.walk_packages(course_lib.__path__, "course_lib.")]
+    names += [n for n in os.environ.get("COURSE_SEARCH_MODULES", "").split(",") if n]
     for name in names:
         if name.startswith(SKIPPED) or name.rsplit(".", 1)[-1] in ("__main__", "cli"):
             continue

@@ -281,14 +281,7 @@ def _with_cell(nb: nbformat.NotebookNode, name: str, source: str) -> nbformat.No
     return out
 
 
-REGRESSION_45 = pytest.mark.xfail(strict=True, reason=(
-    "known regression of issue 45's one withheld library: an instructor's assignment's later exercise that calls an "
-    "earlier one's reference (kv_decode_loop -> CachedSelfAttention) now meets the withheld stand-in in the sandbox "
-    "when the earlier exercise is a stub or wrong, and errors; to fix before issue 45 closes"))
-
-
 @pytest.mark.slow
-@REGRESSION_45
 def test_grading_command_full_marks_zero_and_a_mistake(tmp_path: Path) -> None:
     """Reference: 8/8. Untouched stubs: 0/8. A top-left causal mask in exercise 2: 5/8, with that hint."""
     grading_cli = pytest.importorskip(
@@ -321,10 +314,10 @@ def test_grading_command_full_marks_zero_and_a_mistake(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@REGRESSION_45
 def test_grading_a_later_exercise_when_an_earlier_one_is_a_stub(tmp_path: Path) -> None:
     """Exercise 3 builds on exercise 2's class (``CachedAttention``, bound by its check cell). In the notebook a
-    stub's check binds the reference, so exercise 3 can still pass; the grader must do the same: 2 + 3 = 5."""
+    stub's check binds the reference, so exercise 3 can still pass; the grader must do the same (its sandbox for
+    exercise 3 restores exercise 2's reference): 2 + 3 = 5."""
     grading_cli = pytest.importorskip(
         "course_lib.grading.cli", reason="the grading command (course_lib.grading) has not landed yet")
     student = _load()

@@ -25,8 +25,10 @@ from course_lib.exercises.tracing import thread_idents
 from course_lib.exercises.verdict import Rules, inputs_as_plain, reference_observation
 from course_lib.grading.course import ExerciseSpec
 from course_lib.grading.judging.judge import judge
-from course_lib.grading.sandbox.codec import encode_cases, npz_bytes
-from course_lib.grading.sandbox.sandbox_main import observe_cases
+from course_lib.grading.sandbox.codec import encode_cases, npz_bytes, witnessed_ops
+from course_lib.grading.sandbox.sandbox_main import observe_cases, witness_recorder
+
+WITNESSED = witness_recorder()  # the runner's witness, made as the runner makes it (before the learner's code)
 
 SEED = 7
 
@@ -51,8 +53,10 @@ def _grade(name: str, impl, baseline: frozenset[int] | None = None) -> tuple:
     job = {"differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
            "watch": list(exercise.forbidden_calls), "seed": Rules.from_exercise(exercise).seed,
            "access": access_check_name(exercise.access_check)}
-    header, arrays = observe_cases(job, impl, spec.described, spec.arrays,
-                                   thread_idents() if baseline is None else baseline)
+    ignore = thread_idents() if baseline is None else baseline
+    (header, arrays), record = WITNESSED("nonce", lambda: observe_cases(job, impl, spec.described, spec.arrays,
+                                                                        ignore))
+    header["witness"] = witnessed_ops(record, "nonce")  # as the grader's executor accepts it
     return judge(spec, header, npz_bytes(arrays), 1024)
 
 

@@ -22,12 +22,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 import torch
 
 from course_lib.edition.build import build_edition, course_exercises, withheld_for
 from course_lib.edition.record import as_tensors
 from course_lib.exercises import get_exercise, run_case
+from course_lib.exercises.notebooks import exercise_cells
 from course_lib.exercises.passes import access_check_name
 from course_lib.grading.sandbox.libcopy import build_library
 
@@ -63,8 +65,10 @@ def cases_file(exercises: list[Any], path: Path) -> Path:
     return path
 
 
-def run_search(library: Path, cases: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(library), "MPLBACKEND": "Agg", "COURSE_WORKERS": "1"}
+def run_search(library: Path, cases: Path, modules: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The search's report on ``library`` (``modules``: an assignment's own, searched beside ``course_lib``)."""
+    env = {**os.environ, "PYTHONPATH": str(library), "MPLBACKEND": "Agg", "COURSE_WORKERS": "1",
+           "COURSE_SEARCH_MODULES": ",".join(modules)}
     written = cases.with_suffix(".json")
     done = subprocess.run([sys.executable, str(SEARCH), str(cases), str(written)], capture_output=True, text=True,
                           env=env, cwd=library, timeout=3000)
@@ -146,3 +150,55 @@ def test_the_search_finds_answers_planted_in_a_weeks_library(week_library: Any, 
             ("course_lib.models.masking.sliding_window_mask", "causal_mask"),
             ("course_lib.models.kv_cache.KVCache.causal_mask", "causal_mask"),
             ("course_lib.models.flash_attention.online_softmax", "online_softmax")} <= found, sorted(found)
+
+
+def in_notebook_order(week: int) -> list[Any]:
+    """Week ``week``'s exercises in the order its notebook asks them."""
+    path = next((ROOT / "notebooks").glob(f"{week:02d}_*.ipynb"))
+    return [get_exercise(name) for _, _, name in exercise_cells(nbformat.read(path, as_version=4))]
+
+
+def restored_violations(library: Path, restored: list[Any], later: list[Any], cases: Path,
+                        modules: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The hits, not refused, of a library whose ``restored`` exercises keep their references, on ``later``."""
+    report = run_search(library, cases_file(later, cases), modules)
+    assert report["exercises"] == len(later) and not report["import_failures"], report
+    return [{**h, "restored": [e.name for e in restored]} for h in report["hits"] if not h["refused"]]
+
+
+MULTI = [w for w in WEEKS if len(in_notebook_order(w)) > 1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("week", MULTI, ids=[f"{w:02d}" for w in MULTI])
+def test_an_earlier_exercise_restored_computes_no_later_result_of_its_week(week: int, tmp_path: Path) -> None:
+    """A sandbox grading exercise k after earlier ones did not pass holds their references (the notebook's check
+    binds them, :mod:`course_lib.grading.sandbox.libcopy`): none of them, nor anything else there, computes
+    exercise k's result or a later one's. Later weeks need no new search: their libraries ship this week's
+    references whole and are searched above."""
+    ordered = in_notebook_order(week)
+    violations = []
+    for k in range(1, len(ordered)):
+        library = tmp_path / f"restored{k}"
+        build_library(library, week, restored={e.name for e in ordered[:k]})
+        violations += restored_violations(library, ordered[:k], ordered[k:], tmp_path / f"cases{k}.pt")
+    assert not violations, json.dumps(violations, indent=1)
+
+
+@pytest.mark.slow
+def test_an_assignments_library_answers_none_of_its_exercises_restored_or_not(tmp_path: Path) -> None:
+    """The key/value-cache assignment's sandbox (the whole course beside its own modules, its answers withheld):
+    nothing in it computes an exercise's result, with no earlier exercise restored and with each prefix restored."""
+    assignment = ROOT / "assignments" / "kv_cache"
+    if str(assignment) not in sys.path:
+        sys.path.insert(0, str(assignment))
+    import kv_cache_checks
+
+    ordered = [kv_cache_checks.KV_APPEND, kv_cache_checks.KV_ATTENTION_STEP, kv_cache_checks.KV_DECODE_LOOP]
+    violations = []
+    for k in range(len(ordered)):
+        library = tmp_path / f"restored{k}"
+        build_library(library, None, assignment, "kv_cache_checks", ordered, restored={e.name for e in ordered[:k]})
+        violations += restored_violations(library, ordered[:k], ordered[k:], tmp_path / f"cases{k}.pt",
+                                          ("kv_cache_reference",))
+    assert not violations, json.dumps(violations, indent=1)

@@ -15,7 +15,11 @@ runs:
   threads other than the caller's alive when the call starts or ends.
 
 The record is *data*: the grader receives it from its sandbox and decides there (``Trace.as_plain``), the
-in-notebook check decides on it in the learner's kernel. Code running in the same interpreter could still
+in-notebook check decides on it in the learner's kernel. In the grader's sandbox the operators are not this
+record's: the runner's own profiler session (its *witness*, :mod:`course_lib.grading.sandbox.sandbox_main`),
+started before this block and closed after the grader's observation of the result, records them out of reach of
+anything that rewrites this object; :func:`tracing` then leaves ``ops`` empty (``witnessed``) and only checks
+that the session is still on when the block ends. Code running in the same interpreter could still
 forge it with enough effort (writing memory through ``ctypes``); that is the limit stated in
 ``docs/grading.md``, and such code is visible to anyone reading the submission.
 
@@ -50,6 +54,7 @@ _SETPROFILE = sys.setprofile
 _GETPROFILE = sys.getprofile
 _CURRENT_FRAMES = sys._current_frames
 _GET_IDENT = threading.get_ident
+_PROFILER_ENABLED = torch._C._autograd._profiler_enabled
 
 #: Built-ins whose call switches the record off or hides work from it: their call is itself recorded.
 _TAMPER_NAMES = {
@@ -75,11 +80,12 @@ class Trace:
     tampering: set[str] = field(default_factory=set)
     threads: int = 0
     complete: bool = False
+    witnessed: bool = False  # the operators went to an enclosing profiler session (the grader's witness)
 
     def as_plain(self) -> dict[str, Any]:
         """JSON-friendly data (sorted lists), what the sandbox sends to the grader."""
         return {"ops": sorted(self.ops), "calls": sorted(self.calls), "tampering": sorted(self.tampering),
-                "threads": int(self.threads), "complete": bool(self.complete)}
+                "threads": int(self.threads), "complete": bool(self.complete), "witnessed": bool(self.witnessed)}
 
 
 def watch_key(obj: Any) -> str | None:
@@ -263,18 +269,21 @@ def tracing(watch: Sequence[str] = (), ignore_threads: frozenset[int] = frozense
     ``ignore_threads``: idents of threads that were there before any learner code ran (not counted).
 
     ``trace.complete`` is True only when the record was still in place when the block ended: the profiler
-    still on and this recorder still the profile function.
+    still on and this recorder still the profile function. When a profiler session is already on (the grader's
+    witness), the operators are left to it (``trace.witnessed``).
     """
     own = _GET_IDENT()
     recorder = _Recorder(resolve_watch(watch), own)
     trace = recorder.trace
     trace.threads = _other_threads(own, ignore_threads)
+    trace.witnessed = bool(_PROFILER_ENABLED())
     previous = _GETPROFILE()
-    profiler = torch.autograd.profiler.profile(use_kineto=False)
+    profiler = None if trace.witnessed else torch.autograd.profiler.profile(use_kineto=False)
     intact = False
     try:
-        with _quiet_stderr():  # PyTorch's profiler logs its start and stop on the process's stderr
-            profiler.__enter__()
+        if profiler is not None:
+            with _quiet_stderr():  # PyTorch's profiler logs its start and stop on the process's stderr
+                profiler.__enter__()
         _SETPROFILE(recorder)
         try:
             yield trace
@@ -284,9 +293,12 @@ def tracing(watch: Sequence[str] = (), ignore_threads: frozenset[int] = frozense
             trace.threads = max(trace.threads, _other_threads(own, ignore_threads))
     finally:
         try:
-            with _quiet_stderr():
-                profiler.__exit__(None, None, None)
-            trace.ops |= {event.name for event in profiler.function_events or ()}
+            if profiler is not None:
+                with _quiet_stderr():
+                    profiler.__exit__(None, None, None)
+                trace.ops |= {event.name for event in profiler.function_events or ()}
+            elif not _PROFILER_ENABLED():  # the witness's session was switched off inside the block
+                intact = False
         except Exception:  # noqa: BLE001 - the profiler was switched off inside the block
             intact = False
         trace.complete = intact and not trace.tampering

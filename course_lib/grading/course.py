@@ -140,24 +140,25 @@ class CourseCopy:
         self.setup_lines = setup_imports(self.nb.cells, skip)
         self.namespace = P.setup_namespace(STANDARD_IMPORTS + self.setup_lines)
         self.checks_module = str(checks or "")
-        self._lib: Path | None = None
+        self._libs: dict[frozenset[str], Path] = {}
         self._lib_lock = threading.Lock()
 
-    def library(self) -> Path:
+    def library(self, restored: frozenset[str] = frozenset()) -> Path:
         """The sandbox's library: for a course notebook ``NN`` the week-``NN`` class edition's (its answers and
         every later notebook's withheld, :func:`~course_lib.grading.sandbox.libcopy.build_library`), for an
-        instructor's assignment the whole course (its public API) with the assignment's own answers withheld.
-        Built once, removed at exit."""
+        instructor's assignment the whole course (its public API) with the assignment's own answers withheld;
+        the exercises named in ``restored`` (earlier ones that did not pass) keep their references. Built once per
+        ``restored``, removed at exit."""
         with self._lib_lock:
-            if self._lib is None:
+            if restored not in self._libs:
                 folder = scratch_folder("lib")
                 atexit.register(shutil.rmtree, folder, True)
                 own = bool(self.checks_module) and not self.checks_module.startswith("course_lib.")
                 build_library(folder, None if own else _week(self.notebook_id), self.folder if own else None,
-                              self.checks_module, [s.exercise for s in self.specs])
+                              self.checks_module, [s.exercise for s in self.specs], restored)
                 folder.chmod(0o755)
-                self._lib = folder
-            return self._lib
+                self._libs[restored] = folder
+            return self._libs[restored]
 
     @property
     def max_total(self) -> float:

@@ -17,7 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from course_lib.exercises.verdict import Finding, KnownMistake, Rules, judge_error, judge_observation, known_mistakes
+from course_lib.exercises.tracing import matching_ops
+from course_lib.exercises.verdict import (
+    Finding,
+    KnownMistake,
+    Rules,
+    judge_error,
+    judge_observation,
+    kind_hint,
+    known_mistakes,
+)
 
 from ..course import ExerciseSpec
 from ..sandbox.codec import decode_value
@@ -82,8 +91,32 @@ def _status(finding: Finding) -> str:
     return _KIND_STATUS.get(finding.kind, _STATUS.get(finding.status, "fail"))
 
 
+def witness_verdict(spec: ExerciseSpec, ops: Any) -> Verdict | None:
+    """The verdict the sandbox's witness gives (its operators, checked against the request's marks by the
+    executor: None when missing or not this request's), or None when it shows nothing against the answer."""
+    if not isinstance(ops, list):
+        return ("forbidden", "the grader's own record of what your code ran (kept where your code cannot rewrite "
+                "it) is missing, was switched off or does not belong to this request: no points without it",
+                kind_hint(spec.exercise, "record"), 0, "")
+    hit = matching_ops([str(op) for op in ops], tuple(getattr(spec.exercise, "forbidden_ops", ())))
+    if hit:
+        return ("forbidden", f"your code ran {', '.join(hit[:4])}, which this exercise asks you to build yourself "
+                "from smaller operations (seen by the grader's own record of the call and of the observation of "
+                "its result, whatever name or object reached it)", kind_hint(spec.exercise, "forbidden"), 0, "")
+    return None
+
+
 def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: int) -> Verdict:
-    """The verdict of one exercise from its sandbox's answer (to the ``cell`` or the ``cases`` request)."""
+    """The verdict of one exercise from its sandbox's answer (to the ``cell`` or the ``cases`` request); for
+    cases that ran and were compared (``pass`` or ``fail``), the witness's verdict when it has one (an error, a
+    broken answer or a ``forbidden`` of the cases' own keeps its own reason: it scores nothing either way)."""
+    verdict = _judge_answer(spec, header, blob, memory_mb)
+    if "cases" not in header or verdict[0] not in ("pass", "fail"):
+        return verdict
+    return witness_verdict(spec, header.get("witness")) or verdict
+
+
+def _judge_answer(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: int) -> Verdict:
     if "cell_error" in header:
         return judge_cell_error(header["cell_error"], memory_mb)
     if header.get("missing"):

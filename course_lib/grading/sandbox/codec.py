@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["encode_value", "decode_value", "encode_cases", "Unsupported", "npz_bytes"]
+__all__ = ["encode_value", "decode_value", "encode_cases", "Unsupported", "npz_bytes", "witness_mark",
+           "witnessed_ops"]
 
 _TORCH_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
                                       torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)}
@@ -132,3 +133,22 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     blob = io.BytesIO()
     np.savez(blob, **arrays)
     return blob.getvalue()
+
+
+def witness_mark(nonce: str, where: str) -> str:
+    """The name of the event the sandbox's witness records at ``where`` (``begin``, ``end``) of a request whose
+    unguessable id is ``nonce``: the grader finds both in the record, or the record is not this request's."""
+    return f"course-witness:{nonce}:{where}"
+
+
+def witnessed_ops(raw: Any, nonce: str) -> list[str] | None:
+    """The operators of a witness record sent for the request ``nonce`` (see
+    :mod:`course_lib.grading.sandbox.sandbox_main`), or None when it is missing, malformed, incomplete or lacks
+    either mark (a session switched off, replaced or forged without the request's id)."""
+    if not isinstance(raw, dict) or raw.get("complete") is not True or not isinstance(raw.get("ops"), list):
+        return None
+    ops = [op for op in raw["ops"][:100_000] if isinstance(op, str)]
+    marks = {witness_mark(nonce, "begin"), witness_mark(nonce, "end")}
+    if not marks <= set(ops):
+        return None
+    return sorted({op[:200] for op in ops} - marks)

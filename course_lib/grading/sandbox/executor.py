@@ -12,10 +12,12 @@ whatever the sandbox sends meanwhile.
 
 When a request overruns, or the sandbox dies or goes silent, that exercise gets ``timeout``/``error``, the
 container is killed (every process in it dies), and a fresh sandbox replays the earlier exercises that
-passed, then goes on with the next exercise. An exercise that did not pass ends its sandbox too, and the
-next one starts with that exercise's reference present (as in the notebook, whose check falls back to the
-reference). An outcome is ``{"status": "judged", "verdict": (status, message, hint, cases passed, line)}``
-or a final status with a message.
+passed, then goes on with the next exercise. An exercise that did not pass (or was not run: a stub, a refused
+cell) ends its sandbox too when a later exercise is still to be graded, and the next sandbox's library has that
+exercise's reference restored (:mod:`course_lib.grading.sandbox.libcopy`): its check binds the reference, as the
+notebook's check falls back to it, so a wrong earlier exercise costs nothing in a later one. A sandbox never
+holds the reference of the exercise it grades or of a later one. An outcome is
+``{"status": "judged", "verdict": (status, message, hint, cases passed, line)}`` or a final status with a message.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import numpy as np
 
 from ..judging.results import UntrustedData, parse_header
 from .cgroups import SandboxCgroup
-from .codec import npz_bytes
+from .codec import npz_bytes, witnessed_ops
 from .sandbox import SandboxRun, command, unsandboxed_command
 from .scratch import scratch_folder
 
@@ -53,6 +55,8 @@ MAX_TASKS = 256
 CGROUP_SLACK_MB = 1536  # above the address-space limit (+1024) and the tmpfs folders: a backstop
 
 Judge = Callable[[int, dict[str, Any], bytes], tuple]
+#: The sandbox's library, given the names of the earlier exercises whose references it restores.
+Library = Callable[[frozenset[str]], Path]
 
 
 @dataclass
@@ -105,6 +109,7 @@ class Conversation:
     def __init__(self, run: SandboxRun, requests: int, notes: list[str]) -> None:
         self.run, self.requests, self.notes = run, requests, notes
         self.frames = 0
+        self.asked = ""  # the id of the last request sent (the witness's marks carry it)
 
     def _frame(self, until: float) -> tuple[dict[str, Any], bytes]:
         frame = self.run.next(until - time.monotonic())
@@ -150,6 +155,7 @@ class Conversation:
         """Send one request; return its one answer. Raises :class:`_Silence` after ``timeout`` seconds from now
         (or at the submission's ``deadline``), :class:`_Gone` when the sandbox ended."""
         ident = secrets.token_hex(8)  # unguessable: an answer sent before its request cannot carry it
+        self.asked = ident
         until = min(deadline, time.monotonic() + timeout)
         self._send({"id": ident, "do": what, "exercise": number, **(extra or {})}, blob, until)
         while True:
@@ -187,6 +193,12 @@ class _Grading:
         self.outcomes[number] = {"status": "error", "message": problem or (
             f"the sandbox stopped while {where} ran (it crashed, exited or ran out of memory)")}
 
+    def restored(self, start: int) -> frozenset[str]:
+        """The exercises whose references a sandbox starting at ``start`` restores: those before the first
+        exercise it grades that are not replayed as the learner's (they did not pass, or did not run)."""
+        first = next((n for n in self.graded() if n >= start), len(self.plan.exercises))
+        return frozenset(self.plan.exercises[n]["name"] for n in range(first) if n not in self.clean)
+
     def _earlier(self, talk: Conversation, start: int) -> None:
         """A fresh sandbox: the exercises before ``start`` as the notebook left them (passed ones replayed)."""
         for number in range(start):
@@ -208,6 +220,7 @@ class _Grading:
                 arrays, described = self.plan.cases[number] or ({}, [])
                 answer, blob = talk.ask("cases", number, step, self.deadline, {"cases": described},
                                         npz_bytes(arrays))
+                answer["witness"] = witnessed_ops(answer.get("witness"), talk.asked)  # None: no record of it
             else:
                 blob = b""
         except _Silence:
@@ -224,10 +237,11 @@ class _Grading:
         talk.ask("check", number, step, self.deadline)
         return True
 
-    def run_from(self, library: Callable[[], Path], job: Path, work: Path, start: int) -> int:
+    def run_from(self, library: Library, job: Path, work: Path, start: int) -> int:
         """One sandbox from exercise ``start``; returns where the next one must start."""
         exercises = self.plan.exercises
-        lib = library()
+        restored = self.restored(start)
+        lib = library(restored)
         limits = self.limits
         group = SandboxCgroup(MAX_TASKS, limits.memory_mb + CGROUP_SLACK_MB, limits.cpu_share) \
             if limits.sandbox else None
@@ -253,6 +267,9 @@ class _Grading:
                 return self._fail_from(start, "error", run.problem or "the sandbox stopped during the grader's setup "
                                        "or the replay of your earlier exercises (is --memory-mb too small?)")
             while number < len(exercises):
+                if exercises[number]["name"] not in restored and exercises[number]["cell"] is None and \
+                        any(n > number for n in self.graded()):
+                    return number  # a fresh sandbox from here, with this exercise's reference restored
                 if not self._one(talk, number):
                     return number + 1
                 number += 1
@@ -274,11 +291,12 @@ class _Grading:
                 group.remove()
 
 
-def execute(library: Callable[[], Path], plan: Plan, limits: Limits, deadline: float,
+def execute(library: Library, plan: Plan, limits: Limits, deadline: float,
             judge: Judge) -> tuple[dict[int, dict[str, Any]], int, list[str]]:
     """Run the plan's exercises (those with a cell); ``(outcomes by exercise number, sandboxes started, notes)``.
 
-    ``library()`` gives the sandbox's library (the graded week's class edition, :mod:`course_lib.grading.libcopy`);
+    ``library(restored)`` gives the sandbox's library (the graded week's class edition with the references of
+    ``restored`` earlier exercises, :mod:`course_lib.grading.sandbox.libcopy`);
     ``judge(number, answer, arrays)`` the verdict of one exercise from its answer.
     """
     folder = scratch_folder("job")

@@ -10,9 +10,17 @@ its own), and the runner's two modules (``course_lib.grading.sandbox.codec`` and
 Each withheld reference is marked (:mod:`course_lib.edition.provided`) so that the learner's own
 implementation stands in wherever course code calls it, once the learner's cell has defined it.
 
-An instructor's assignment (``--source``, its own modules beside it): the course's library is the full class
-edition's (every course answer withheld) and the assignment's modules get the same stand-ins as its student
+An instructor's assignment (``--source``, its own modules beside it): the course's library is the whole course
+(its public API, nothing withheld) and the assignment's modules get the same stand-ins as its student
 folder (:func:`course_lib.edition.build.build_student_folder`), its checks module left out.
+
+**Restored** exercises: a sandbox that grades an exercise after an earlier one of the same notebook did not pass
+(a stub, a wrong answer, an error) gets that earlier exercise's reference back, not its stand-in, because the
+notebook's check binds the reference in that case and the later exercise builds on it (the key/value-cache
+assignment's decoder on the cached attention). The earlier exercise is already judged, so its answer gains
+nothing there; that a restored reference computes no *later* exercise's result is the behavioural search's
+(``tests/test_withheld_library.py``). Only exercises before the one being graded are ever restored
+(:mod:`course_lib.grading.sandbox.executor`).
 
 Example:
     >>> from course_lib.edition.build import withheld_for
@@ -23,7 +31,7 @@ Example:
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +56,16 @@ def reference_key(reference: Any) -> str | None:
 
 
 def build_library(folder: Path, number: int | None, assignment: Path | None = None, checks: str = "",
-                  exercises: Sequence[Exercise] = ()) -> list[str]:
+                  exercises: Sequence[Exercise] = (), restored: Collection[str] = ()) -> list[str]:
     """Write the sandbox's ``course_lib`` into ``folder``: the class edition's library of course notebook
     ``number``, or (``number`` None) the whole course, nothing of it withheld, with an assignment's own modules
     from ``assignment``
-    (its checks module ``checks`` left out, the graded parts of its ``exercises`` withheld); return the keys
-    of the graded parts withheld."""
+    (its checks module ``checks`` left out, the graded parts of its ``exercises`` withheld); the exercises named
+    in ``restored`` keep their references (see the module docstring); return the keys of the graded parts
+    withheld."""
     # An instructor's own assignment is built on the course's public API (assignments/kv_cache calls notebook 01's
     # attention): it gets the whole course, only its own graded parts withheld.
-    withheld = [] if number is None else withheld_for(number)
+    withheld = [] if number is None else [e for e in withheld_for(number) if e.name not in restored]
     manifest = strip_library(folder, withheld, checks=False)
     room = folder / "course_lib" / "grading" / "sandbox"
     room.mkdir(parents=True)
@@ -66,7 +75,7 @@ def build_library(folder: Path, number: int | None, assignment: Path | None = No
         shutil.copyfile(HERE / name, room / name)
     keys = list(manifest["parts"])
     if assignment is not None:
-        keys += _strip_assignment(folder, assignment, checks, list(exercises))
+        keys += _strip_assignment(folder, assignment, checks, [e for e in exercises if e.name not in restored])
     return keys
 
 

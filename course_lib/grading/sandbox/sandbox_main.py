@@ -19,6 +19,15 @@ read from the grader's request pipe, in order:
   course's fallback when there is none;
 - ``exit``.
 
+**The witness.** Before any learner code runs, :func:`witness_recorder` takes PyTorch's profiler switches (C++
+functions) and its event accessors into a closure that no module name reaches. Each ``cases`` request runs inside
+one profiler session of it, from before the learner's code is called until the grader's observation of every
+result has been encoded, marked at both ends with the request's unguessable id (which the learner's code is
+never handed). Its operators are sent beside the answer (``witness``) by the main loop; the grader accepts the
+record only with both marks (:func:`course_lib.grading.sandbox.codec.witnessed_ops`) and judges the forbidden
+operators on it: rewriting the Python record (``Trace.as_plain``) hides nothing, an operator run lazily while the
+grader observes the result is in it, and a session switched off, replaced or missing is a problem, not a pass.
+
 Every answer carries the request's id. The grader keeps exactly one answer per request, times each request
 with its own clock, and judges every observation in its own process: nothing sent from here is trusted, and
 learner code that replaces anything in this process changes no verdict but its own answer's data.
@@ -28,6 +37,7 @@ Frames (both ways): 8 bytes big-endian length, then 4 bytes JSON length, the JSO
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -58,15 +68,64 @@ def apply_limits(limits: dict[str, int]) -> None:
                 pass
 
 
-def send(header: dict[str, Any], arrays: dict[str, Any] | None = None) -> None:
-    """One frame to the grader: the JSON header and, when given, the arrays as an uncompressed ``.npz``."""
+def sender() -> Callable[..., None]:
+    """``send(header, arrays=None)``: one frame to the grader, the JSON header and, when given, the arrays as an
+    uncompressed ``.npz``; made before any learner code runs, from functions it holds itself (a later rebinding of
+    ``json.dumps`` or ``struct.pack`` changes nothing it sends)."""
     from course_lib.grading.sandbox.codec import npz_bytes
 
-    data = json.dumps(header, ensure_ascii=True).encode("ascii")
-    payload = struct.pack(">I", len(data)) + data + (npz_bytes(arrays) if arrays is not None else b"")
-    view = memoryview(struct.pack(">Q", len(payload)) + payload)
-    while view:
-        view = view[_WRITE(_CHANNEL, view):]
+    dumps, pack, write, view_of, channel = json.dumps, struct.pack, _WRITE, memoryview, _CHANNEL
+
+    def send(header: dict[str, Any], arrays: dict[str, Any] | None = None) -> None:
+        data = dumps(header, ensure_ascii=True).encode("ascii")
+        payload = pack(">I", len(data)) + data + (npz_bytes(arrays) if arrays is not None else b"")
+        view = view_of(pack(">Q", len(payload)) + payload)
+        while view:
+            view = view[write(channel, view):]
+
+    return send
+
+
+def witness_recorder() -> Callable[[str, Callable[[], Any]], tuple[Any, dict[str, Any]]]:
+    """``witnessed(nonce, work)``: ``(work(), record)``, ``record`` the operators PyTorch's profiler saw while
+    ``work`` ran, between two marks named with ``nonce`` (see the module docstring). Made before any learner
+    code runs: every function it calls is held here, none looked up by name later."""
+    import torch
+    from torch._C._autograd import _disable_profiler, _enable_profiler, _KinetoEvent, _prepare_profiler, _ProfilerResult
+    from torch._C._profiler import ProfilerConfig, _ExperimentalConfig
+
+    from course_lib.grading.sandbox.codec import witness_mark
+
+    settings = torch.autograd.profiler.profile(use_kineto=False)  # the CPU profiler's kind and activities
+    config = ProfilerConfig(settings.profiler_kind, False, False, False, False, False, _ExperimentalConfig(), "")
+    activities = set(settings.kineto_activities)
+    enter, leave = torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit
+    leave = leave._RecordFunction
+    events_of, name_of, mark_of = _ProfilerResult.events, _KinetoEvent.name, witness_mark
+    as_set, as_sorted, as_str, problem = set, sorted, str, Exception
+
+    def mark(name: str) -> None:
+        leave(enter(name, None))
+
+    def witnessed(nonce: str, work: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+        try:
+            _prepare_profiler(config, activities)
+            _enable_profiler(config, activities)
+            mark(mark_of(nonce, "begin"))
+        except problem as err:  # a session already on: the learner's (the grader's never is, here)
+            return work(), {"complete": False, "error": as_str(err)[:200]}
+        try:
+            result = work()
+        finally:
+            try:
+                mark(mark_of(nonce, "end"))
+                names = as_sorted(as_set(name_of(e) for e in events_of(_disable_profiler())))
+                record: dict[str, Any] = {"complete": True, "ops": names}
+            except problem as err:  # switched off inside: no record
+                record = {"complete": False, "error": as_str(err)[:200]}
+        return result, record
+
+    return witnessed
 
 
 def _read_exact(n: int) -> bytes | None:
@@ -302,6 +361,7 @@ def main(argv: list[str]) -> None:
     import torch
 
     torch.set_num_threads(1)
+    send, witnessed = sender(), witness_recorder()  # before any learner code runs
     runner = Runner(job)
     send({"event": "ready"})
     while True:
@@ -309,8 +369,13 @@ def main(argv: list[str]) -> None:
         if received is None or received[0].get("do") == "exit":
             return
         request, blob = received
-        answer, arrays = runner.answer(request, blob)
-        send({"id": request.get("id"), "exercise": request.get("exercise"), **answer}, arrays)
+        nonce = str(request.pop("id", ""))  # never handed to the learner's code: the witness's marks carry it
+        if request.get("do") == "cases":
+            (answer, arrays), witness = witnessed(nonce, functools.partial(runner.answer, request, blob))
+            answer = {**answer, "witness": witness}
+        else:
+            answer, arrays = runner.answer(request, blob)
+        send({**answer, "id": nonce, "exercise": request.get("exercise")}, arrays)
 
 
 if __name__ == "__main__":
