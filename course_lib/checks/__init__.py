@@ -33,6 +33,7 @@ EXERCISES: dict[str, tuple[str, ...]] = {
     "nb07_training_and_decoding": ("label_smoothed_cross_entropy", "beam_search_step", "transformer_lr"),
     "nb08_vision_transformer": ("patchify", "add_cls_and_positions"),
     "nb09_why_self_attention": ("layer_flops", "max_path_length", "additive_attention"),
+    "nb10_tokeniser_and_training_loop": ("bpe_merge_step", "adamw_update", "clip_by_global_norm"),
     "nb11_language_model": ("lm_loss", "attend_with_cache", "top_p_filter"),
     "nb12_bert": ("mask_tokens", "mlm_loss", "classification_head"),
     "nb13_paper_experiments": ("average_weights",),
