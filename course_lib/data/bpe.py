@@ -107,16 +107,33 @@ def bpe_merge_step(words: Sequence[Sequence[int]], counts: Sequence[int], new_id
     ``words`` are the pre-tokens as lists of token ids, ``counts[i]`` how often word ``i`` occurs in the text.
     Count every adjacent pair inside each word (weighted by its count; a pair never spans two words), take the
     most frequent one (ties: the smaller left id, then the smaller right id) and replace each of its
-    occurrences by ``new_id``, left to right (``a a a`` -> ``aa a``). :func:`train_bpe` repeats this step,
-    updating only the counts that a merge changes.
+    occurrences by ``new_id``, left to right (``a a a`` -> ``aa a``).
+
+    Notebook 10's exercise, so written out whole as its model answer: :func:`train_bpe` takes the same step
+    with the module's helpers (:func:`merge_pair`, the same tie rule), updating only the counts a merge changes,
+    and ``tests/test_bpe.py`` holds the two equal step for step.
 
     Example:
         >>> bpe_merge_step([[1, 2, 3], [2, 3]], [1, 2], new_id=9)
         ((2, 3), [[1, 9], [9]])
     """
-    pairs = _pair_counts(words, counts)
-    pair = _best_pair(pairs)
-    return pair, [list(merge_pair(word, pair, new_id)) for word in words]
+    pairs: Counter[tuple[int, int]] = Counter()
+    for word, count in zip(words, counts, strict=True):
+        for pair in pairwise(word):  # inside each word: never across two pre-tokens
+            pairs[pair] += count
+    pair = max(pairs, key=lambda p: (pairs[p], -p[0], -p[1]))  # ties: the smaller left id, then the right
+    merged = []
+    for word in words:
+        out, i = [], 0
+        while i < len(word):  # left to right; a merged pair's two symbols are used once
+            if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+                out.append(new_id)
+                i += 2
+            else:
+                out.append(word[i])
+                i += 1
+        merged.append(out)
+    return pair, merged
 
 
 def _check_train_arguments(vocab_size: int, min_frequency: int, special_tokens: Sequence[str]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
@@ -60,10 +60,13 @@ class AdamW(torch.optim.Optimizer):
     Adam with L2 regularisation would add λθ to g instead, so the decay would be divided by √v̂ like the
     gradient and parameters with large gradients would hardly decay; decoupling keeps it a plain shrink.
     The decay is scaled by ``lr`` (PyTorch's convention; the paper's schedule multiplier η_t plays that role).
+    Each parameter's step is ``update`` (:func:`adamw_update` unless another function of its signature is given:
+    notebook 10 trains with the learner's).
     """
 
     def __init__(self, params: Iterable[nn.Parameter] | Iterable[dict], lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2) -> None:
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+                 update: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = adamw_update) -> None:
         if not lr >= 0.0:
             raise ValueError(f"AdamW: lr must be >= 0, got {lr}")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -71,6 +74,7 @@ class AdamW(torch.optim.Optimizer):
         if not eps >= 0.0 or not weight_decay >= 0.0:
             raise ValueError(f"AdamW: eps and weight_decay must be >= 0, got eps={eps}, weight_decay={weight_decay}")
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
+        self.update = update  # one parameter's step: adamw_update's signature (a learner's own, in notebook 10)
 
     @torch.no_grad()
     def step(self, closure=None):  # noqa: ANN001, ANN201  (torch.optim.Optimizer's signature)
@@ -90,7 +94,7 @@ class AdamW(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 state["step"] += 1
-                p_new, m, v = adamw_update(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
+                p_new, m, v = self.update(p, p.grad, state["exp_avg"], state["exp_avg_sq"],
                                            int(state["step"].item()), lr, (beta1, beta2), eps, decay)
                 p.copy_(p_new)
                 state["exp_avg"].copy_(m)
