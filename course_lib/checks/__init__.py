@@ -19,7 +19,7 @@ are two different mistakes with two different hints. What their cases share live
 :mod:`course_lib.exercises.cases` (``public_and_hidden``, random inputs).
 """
 
-from course_lib.exercises import check, run_check
+from course_lib.exercises import check, check_earlier, run_check
 
 #: ``{checks module: the exercises it declares}``, in the order of the notebooks' exercise cells.
 EXERCISES: dict[str, tuple[str, ...]] = {
@@ -43,4 +43,4 @@ EXERCISES: dict[str, tuple[str, ...]] = {
 
 
 
-__all__ = ["check", "run_check", "EXERCISES"]
+__all__ = ["check", "check_earlier", "run_check", "EXERCISES"]

@@ -18,7 +18,7 @@ from .core import (
     run_case,
     validate_exercise,
 )
-from .feedback import CheckResult, check, compare_outputs, output_problems, run_check, to_plain
+from .feedback import CheckResult, check, check_earlier, compare_outputs, output_problems, run_check, to_plain
 
 __all__ = [
     "Case",
@@ -35,6 +35,7 @@ __all__ = [
     "add_exercise_package",
     "CheckResult",
     "check",
+    "check_earlier",
     "compare_outputs",
     "output_problems",
     "run_check",

@@ -14,6 +14,7 @@ import traceback
 from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,9 +23,10 @@ from . import cells
 from .compare import compare_outputs, describe_value, output_problems, to_plain  # noqa: F401 (re-exported)
 from .core import Case, Exercise, Mistake, get_exercise, run_case
 
-__all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
-           "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT", "WEIGHTS_HINT", "KIND_HINTS",
-           "kind_hint", "diagnose_observation", "find_mistake", "reference_observation", "inputs_as_plain"]
+__all__ = ["CheckResult", "check", "check_earlier", "run_check", "compare_outputs", "output_problems", "to_plain",
+           "PASSED", "FAILED", "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT",
+           "WEIGHTS_HINT", "KIND_HINTS", "kind_hint", "diagnose_observation", "find_mistake", "reference_observation",
+           "inputs_as_plain"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
 NOT_DEFINED = "not defined"
@@ -415,5 +417,57 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
     if result.passed:
         _HINTS_GIVEN.pop(name, None)
         return impl
+    print("   → the cells below use the course's reference implementation for now.")
+    return exercise.reference
+
+
+#: What an earlier notebook's exercise cell finds at hand when :func:`check_earlier` runs it on its own.
+EARLIER_CELL_NAMESPACE = ("import math", "import numpy as np", "import torch", "import torch.nn.functional as F",
+                          "from torch import nn")
+
+
+def check_earlier(name: str, folder: str | Path = ".") -> Callable[..., Any]:
+    """The learner's answer to exercise ``name`` of an EARLIER notebook, checked here; or the reference.
+
+    A notebook's kernel does not hold another notebook's variables, so this reads the earlier notebook's file
+    (``<its notebook>.ipynb`` in ``folder``, where the learner saved it), runs its exercise cell on its own
+    (with ``math``, ``np``, ``torch``, ``F`` and ``nn`` at hand, as that notebook imported them), checks what
+    it defines with the same check as :func:`check` and prints the verdict. Returns the learner's function when
+    it passes, the course's reference otherwise (also when the file is missing or the cell raises), so a
+    later lesson trains with the learner's own pieces where they work. Notebook 11 trains with notebook 10's.
+
+    Example:
+        >>> fn = check_earlier("adamw_update", folder="no-such-folder")  # doctest: +ELLIPSIS
+        ⏳ adamw_update: no-such-folder/10_tokeniser_and_training_loop.ipynb is not there...
+    """
+    import nbformat
+
+    from .notebooks import exercise_cells
+
+    exercise = get_exercise(name)
+    target = getattr(exercise.reference, "__name__", name)
+    path = Path(folder) / f"{exercise.notebook}.ipynb"
+    sources = []
+    if path.is_file():
+        nb = nbformat.read(path, as_version=4)
+        sources = [cell.source for _, cell, cell_name in exercise_cells(nb) if cell_name == name]
+    if not sources:
+        print(f"⏳ {name}: {path.as_posix()} is not there (or has no exercise cell {name!r}): the cells below use "
+              f"the course's reference implementation.")
+        return exercise.reference
+    namespace: dict[str, Any] = {"__name__": f"earlier_{exercise.notebook}"}
+    try:
+        exec("\n".join(EARLIER_CELL_NAMESPACE), namespace)  # noqa: S102 - the learner's own cell, in their kernel
+        exec(compile(sources[0], str(path), "exec"), namespace)  # noqa: S102
+    except Exception as err:  # noqa: BLE001 - any error of the learner's cell is a verdict, not a crash
+        result = CheckResult(name, ERROR, f"your exercise cell in {path.name} raised {type(err).__name__}: "
+                             f"{_error_details(err)}")
+    else:
+        impl = namespace.get(target)
+        result = run_check(name, impl) if impl is not None else CheckResult(
+            name, NOT_IMPLEMENTED, f"the exercise cell in {path.name} does not define `{target}`.")
+    print(f"{result} (your answer in {path.name})")
+    if result.passed:
+        return namespace[target]
     print("   → the cells below use the course's reference implementation for now.")
     return exercise.reference

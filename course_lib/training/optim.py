@@ -122,15 +122,17 @@ def clip_by_global_norm(grads: list[torch.Tensor], max_norm: float, eps: float =
     return [g * scale.to(g.dtype) for g in grads], total
 
 
-def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float, eps: float = 1e-6) -> torch.Tensor:
-    """Clip the gradients of ``parameters`` in place by their global norm (:func:`clip_by_global_norm`); return
-    the norm measured before clipping (as ``torch.nn.utils.clip_grad_norm_``, and bit-equal to it)."""
+def clip_grad_norm(parameters: Iterable[torch.Tensor], max_norm: float, eps: float = 1e-6,
+                   clip: Callable[..., tuple[list[torch.Tensor], torch.Tensor]] = clip_by_global_norm) -> torch.Tensor:
+    """Clip the gradients of ``parameters`` in place by their global norm (``clip``: :func:`clip_by_global_norm`
+    unless another function of its signature is given, such as a learner's); return the norm measured before
+    clipping (as ``torch.nn.utils.clip_grad_norm_``, and bit-equal to it)."""
     if not max_norm > 0:
         raise ValueError(f"clip_grad_norm: max_norm must be > 0, got {max_norm}")
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return torch.tensor(0.0)
-    clipped, total = clip_by_global_norm(grads, max_norm, eps)
+    clipped, total = clip(grads, max_norm, eps)
     for g, new in zip(grads, clipped, strict=True):
         g.copy_(new)
     return total
