@@ -45,14 +45,15 @@ from course_lib.exercises.feedback import (
     WEIGHTS_HINT,
     CheckResult,
     compare_outputs,
+    earlier_answer,
     inputs_as_plain,
     kind_hint,
     to_plain,
 )
 from course_lib.exercises.observation import WeightsMismatchError
 
-__all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "check", "run_check", "stored_call", "served",
-           "fallback_words", "withheld", "call_digest", "load_exercise", "stored_exercises", "lookup"]
+__all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "check", "check_earlier", "run_check", "stored_call",
+           "served", "fallback_words", "withheld", "call_digest", "load_exercise", "stored_exercises", "lookup"]
 
 #: Where the edition's stored data lives: one ``<exercise>.pt`` per exercise and ``calls.pt``.
 DATA = Path(__file__).resolve().parent / "data"
@@ -403,3 +404,14 @@ def fallback_words(fallback: str, manifest: dict[str, Any]) -> str:
     if "stored" in kinds:
         return f"the cells below use outputs stored with this edition for the calls the lesson makes{missing}"
     return f"the cells below that need it stop with a message until yours passes{missing}"
+
+
+def check_earlier(name: str, folder: str | Path = ".") -> Any:
+    """The class edition's :func:`course_lib.exercises.feedback.check_earlier`: the learner's answer to an earlier
+    notebook's exercise, read from its file and judged on the stored public cases; else the edition's stand-in."""
+    data = load_exercise(name)
+    impl = earlier_answer(name, data["notebook"], data["target"], folder, run_check)
+    if impl is not None:
+        return impl
+    print(f"   → {fallback_words(data['fallback'], _manifest())}")
+    return _fallback(data)

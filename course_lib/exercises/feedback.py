@@ -23,10 +23,10 @@ from . import cells
 from .compare import compare_outputs, describe_value, output_problems, to_plain  # noqa: F401 (re-exported)
 from .core import Case, Exercise, Mistake, get_exercise, run_case
 
-__all__ = ["CheckResult", "check", "check_earlier", "run_check", "compare_outputs", "output_problems", "to_plain",
-           "PASSED", "FAILED", "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT",
-           "WEIGHTS_HINT", "KIND_HINTS", "kind_hint", "diagnose_observation", "find_mistake", "reference_observation",
-           "inputs_as_plain"]
+__all__ = ["CheckResult", "check", "check_earlier", "earlier_answer", "run_check", "compare_outputs",
+           "output_problems", "to_plain", "PASSED", "FAILED", "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID",
+           "FORBIDDEN_CALL_HINT", "WEIGHTS_HINT", "KIND_HINTS", "kind_hint", "diagnose_observation", "find_mistake",
+           "reference_observation", "inputs_as_plain"]
 
 PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
 NOT_DEFINED = "not defined"
@@ -431,31 +431,42 @@ def check_earlier(name: str, folder: str | Path = ".") -> Callable[..., Any]:
 
     A notebook's kernel does not hold another notebook's variables, so this reads the earlier notebook's file
     (``<its notebook>.ipynb`` in ``folder``, where the learner saved it), runs its exercise cell on its own
-    (with ``math``, ``np``, ``torch``, ``F`` and ``nn`` at hand, as that notebook imported them), checks what
-    it defines with the same check as :func:`check` and prints the verdict. Returns the learner's function when
-    it passes, the course's reference otherwise (also when the file is missing or the cell raises), so a
-    later lesson trains with the learner's own pieces where they work. Notebook 11 trains with notebook 10's.
+    (:func:`earlier_answer`), checks what it defines with the same check as :func:`check` and prints the
+    verdict. Returns the learner's function when it passes, the course's reference otherwise (also when the
+    file is missing or the cell raises), so a later lesson trains with the learner's own pieces where they
+    work. Notebook 11 trains with notebook 10's. (The class edition's is :func:`course_lib.edition.stored.
+    check_earlier`, judged on stored data.)
 
     Example:
         >>> fn = check_earlier("adamw_update", folder="no-such-folder")  # doctest: +ELLIPSIS
         ⏳ adamw_update: no-such-folder/10_tokeniser_and_training_loop.ipynb is not there...
     """
+    exercise = get_exercise(name)
+    impl = earlier_answer(name, exercise.notebook, getattr(exercise.reference, "__name__", name), folder, run_check)
+    if impl is not None:
+        return impl
+    print("   → the cells below use the course's reference implementation for now.")
+    return exercise.reference
+
+
+def earlier_answer(name: str, notebook: str, target: str, folder: str | Path,
+                   judge: Callable[[str, Any], CheckResult]) -> Any:
+    """Run exercise ``name``'s cell of ``<folder>/<notebook>.ipynb`` on its own (with ``math``, ``np``, ``torch``,
+    ``F`` and ``nn`` at hand, as the notebooks import them), judge what it defines as ``target`` with ``judge``
+    and print the verdict; return it when it passed, else None (a missing file, an error, a wrong answer)."""
     import nbformat
 
     from .notebooks import exercise_cells
 
-    exercise = get_exercise(name)
-    target = getattr(exercise.reference, "__name__", name)
-    path = Path(folder) / f"{exercise.notebook}.ipynb"
+    path = Path(folder) / f"{notebook}.ipynb"
     sources = []
     if path.is_file():
         nb = nbformat.read(path, as_version=4)
         sources = [cell.source for _, cell, cell_name in exercise_cells(nb) if cell_name == name]
     if not sources:
-        print(f"⏳ {name}: {path.as_posix()} is not there (or has no exercise cell {name!r}): the cells below use "
-              f"the course's reference implementation.")
-        return exercise.reference
-    namespace: dict[str, Any] = {"__name__": f"earlier_{exercise.notebook}"}
+        print(f"⏳ {name}: {path.as_posix()} is not there (or has no exercise cell {name!r}).")
+        return None
+    namespace: dict[str, Any] = {"__name__": f"earlier_{notebook}"}
     try:
         exec("\n".join(EARLIER_CELL_NAMESPACE), namespace)  # noqa: S102 - the learner's own cell, in their kernel
         exec(compile(sources[0], str(path), "exec"), namespace)  # noqa: S102
@@ -464,10 +475,7 @@ def check_earlier(name: str, folder: str | Path = ".") -> Callable[..., Any]:
                              f"{_error_details(err)}")
     else:
         impl = namespace.get(target)
-        result = run_check(name, impl) if impl is not None else CheckResult(
+        result = judge(name, impl) if impl is not None else CheckResult(
             name, NOT_IMPLEMENTED, f"the exercise cell in {path.name} does not define `{target}`.")
     print(f"{result} (your answer in {path.name})")
-    if result.passed:
-        return namespace[target]
-    print("   → the cells below use the course's reference implementation for now.")
-    return exercise.reference
+    return namespace[target] if result.passed else None
