@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import Counter
 
 import pytest
 from tokenizers import pre_tokenizers
 
-from course_lib.data.bpe import ByteBPE, bytes_to_unicode, pretokenize, train_bpe
+from course_lib.data.bpe import ByteBPE, bpe_merge_step, bytes_to_unicode, pretokenize, train_bpe
 from course_lib.data.python_docs import END_OF_TEXT, python_docs_corpus
 from course_lib.data.translation import learn_bpe
 
@@ -101,3 +102,18 @@ def test_bad_arguments_are_named() -> None:
         train_bpe(["abc"], 300, special_tokens=["<s>", "<s>"])
     with pytest.raises(ValueError, match="min_frequency"):
         train_bpe(["abc"], 300, min_frequency=-1)
+
+
+def test_train_bpe_equals_repeated_merge_steps() -> None:
+    """The incremental training and notebook 10's one-step model answer, repeated, learn the same merges."""
+    vocab, merges = train_bpe(MIXED, 330, 1)
+    pieces = Counter(piece for text in MIXED for piece in pretokenize(text))
+    words = [[vocab[char] for char in piece] for piece in pieces]
+    counts = list(pieces.values())
+    token_of = {i: token for token, i in vocab.items()}
+    stepped = []
+    for left, right in merges:
+        new_id = vocab[left + right]
+        pair, words = bpe_merge_step(words, counts, new_id)
+        stepped.append((token_of[pair[0]], token_of[pair[1]]))
+    assert stepped == merges

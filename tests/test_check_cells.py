@@ -182,3 +182,30 @@ def test_in_ipythons_own_shell_a_failed_cell_never_passes_and_never_raises() -> 
     assert "✅ stable_softmax: passed" in passed, passed
     assert "post_run_cell callbacks: 1" in proc.stdout  # a reloaded module registers no second tracker
     assert "fn is the reference: True" in proc.stdout
+
+
+def test_check_earlier_runs_the_earlier_notebooks_exercise_cell(tmp_path, capsys) -> None:
+    """Notebook 11 trains with notebook 10's answers: read from the learner's file, checked, else the reference."""
+    import nbformat
+
+    from course_lib.exercises import check_earlier
+    from course_lib.exercises.notebooks import solve
+
+    reference = get_exercise("clip_by_global_norm").reference
+    assert check_earlier("clip_by_global_norm", tmp_path) is reference  # no file: the reference, with a word
+    assert "is not there" in capsys.readouterr().out
+    student = nbformat.read(ROOT / "notebooks" / "10_tokeniser_and_training_loop.ipynb", as_version=4)
+    path = tmp_path / "10_tokeniser_and_training_loop.ipynb"
+    nbformat.write(student, path)
+    assert check_earlier("clip_by_global_norm", tmp_path) is reference  # the stub: not implemented yet
+    nbformat.write(solve(student), path)
+    mine = check_earlier("clip_by_global_norm", tmp_path)
+    assert mine is not reference and mine.__module__ == "earlier_10_tokeniser_and_training_loop"
+    assert "passed" in capsys.readouterr().out
+    broken = solve(student)
+    for cell in broken.cells:
+        if cell.metadata.get("course", {}).get("exercise") == "clip_by_global_norm" and \
+                cell.metadata["course"]["role"] == "exercise":
+            cell.source = cell.source.replace("total =", "total = 1 / 0 +", 1)
+    nbformat.write(broken, path)
+    assert check_earlier("clip_by_global_norm", tmp_path) is reference  # wrong: the reference stands in

@@ -135,3 +135,36 @@ def test_random_windows_read_a_memory_mapped_file_like_a_tensor(tmp_path) -> Non
     assert torch.equal(from_file, from_tensor)
     with pytest.raises(ValueError, match="NumPy integer array"):
         random_windows(np.zeros(100, dtype=np.float32), 2, 4)
+
+
+def test_train_lm_with_the_course_pieces_equals_pytorchs_bit_for_bit() -> None:
+    """Notebook 11 trains with notebook 10's update and clipping (the learner's where they pass): with the course's
+    references its losses and weights are PyTorch's, so its printed numbers do not move."""
+    from course_lib.models.gpt import GPT
+    from course_lib.training.language_model import train_lm
+    from course_lib.training.optim import adamw_update, clip_by_global_norm
+
+    stream = torch.randint(0, 100, (3000,), generator=torch.Generator().manual_seed(0))
+    runs = []
+    for pieces in ({}, {"update": adamw_update, "clip": clip_by_global_norm}):
+        torch.manual_seed(0)
+        model = GPT(100, d_model=32, num_heads=4, num_layers=2, max_len=32, dropout=0.0)
+        history = train_lm(model, stream, steps=12, batch_size=4, seq_len=32, lr=2e-3, warmup=4, progress=False,
+                           **pieces)
+        runs.append((history.losses, [p.detach().clone() for p in model.parameters()]))
+    assert runs[0][0] == runs[1][0]
+    assert all(torch.equal(a, b) for a, b in zip(runs[0][1], runs[1][1], strict=True))
+
+
+def test_a_given_clipping_function_runs_in_place() -> None:
+    model = small_model()
+    for p in model.parameters():
+        p.grad = torch.full_like(p, 10.0)
+    calls = []
+
+    def clip(grads, max_norm, eps=1e-6):
+        calls.append(len(grads))
+        return [g * 0.0 for g in grads], torch.tensor(1.0)
+
+    assert clip_grad_norm(model.parameters(), 1.0, clip=clip) == 1.0
+    assert calls == [4] and all(bool((p.grad == 0).all()) for p in model.parameters())

@@ -2,7 +2,7 @@
 
 The README's "## Syllabus" table (``| `NN_topic` | what you build |``) is the source. Notebook 00 shows the same
 rows in three markdown cells (the Transformer itself, notebooks 00-08; the paper's claims measured and the
-Transformer's descendants, 09-12; today's models, 13 on), so that no cell grows past what a reader takes in at once.
+Transformer's descendants, 09-13; today's models, 14 on), so that no cell grows past what a reader takes in at once.
 ``tests/test_syllabus.py`` fails when notebook 00 differs from what this script writes::
 
     python tools/syllabus.py            # rewrite notebook 00's two syllabus cells from README.md
@@ -24,7 +24,7 @@ NOTEBOOK = ROOT / "notebooks" / "00_welcome.ipynb"
 FIRST_HEADING = "## The syllabus"
 SECOND_LEAD = "From notebook 09 on, the paper's claims are measured, and the Transformer's descendants are built:"
 THIRD_LEAD = "Then the Transformer becomes today's open models (Llama, Mistral), weight for weight:"
-SPLIT_AT = (9, 13)  # the first notebook of the second cell, and of the third
+SPLIT_AT = (9, 14)  # the first notebook of the second cell, and of the third
 CLOSING = ("Each notebook explains **why** before **how**: the paper's formulas, a small worked example, a figure,\n"
            "and an experiment you can re-run. The reference solutions live in the course's package, `course_lib`;\n"
            "the notebooks import from it, so there is exactly one copy of every solution.")

@@ -19,7 +19,7 @@ are two different mistakes with two different hints. What their cases share live
 :mod:`course_lib.exercises.cases` (``public_and_hidden``, random inputs).
 """
 
-from course_lib.exercises import add_exercise_package, check, run_check
+from course_lib.exercises import add_exercise_package, check, check_earlier, run_check
 
 #: ``{checks module: the exercises it declares}``, in the order of the notebooks' exercise cells.
 EXERCISES: dict[str, tuple[str, ...]] = {
@@ -33,6 +33,7 @@ EXERCISES: dict[str, tuple[str, ...]] = {
     "nb07_training_and_decoding": ("label_smoothed_cross_entropy", "beam_search_step", "transformer_lr"),
     "nb08_vision_transformer": ("patchify", "add_cls_and_positions"),
     "nb09_why_self_attention": ("layer_flops", "max_path_length", "additive_attention"),
+    "nb10_tokeniser_and_training_loop": ("bpe_merge_step", "adamw_update", "clip_by_global_norm"),
     "nb11_language_model": ("lm_loss", "attend_with_cache", "top_p_filter"),
     "nb12_bert": ("mask_tokens", "mlm_loss", "classification_head"),
     "nb13_paper_experiments": ("average_weights",),
@@ -44,4 +45,4 @@ add_exercise_package(__name__)  # the mechanism finds this package's exercises b
 
 
 
-__all__ = ["check", "run_check", "EXERCISES"]
+__all__ = ["check", "check_earlier", "run_check", "EXERCISES"]

@@ -10,12 +10,12 @@ same text with the same settings (``tests/test_bpe.py`` holds the two side by si
    cross these pieces.
 2. **Bytes as symbols** (:func:`bytes_to_unicode`): each piece becomes its UTF-8 bytes, each byte shown as one
    printable character (a space is ``"Ġ"``, a newline ``"Ċ"``), so nothing is ever unknown.
-3. **Train** (:func:`train_bpe`): count every adjacent pair of symbols over all pieces (weighted by how often
-   each piece occurs), merge the most frequent pair into a new symbol, update the counts, repeat until the
-   vocabulary has ``vocab_size`` entries or no pair occurs ``min_frequency`` times. **Tie rule**: among pairs of
-   equal count the one with the smaller ids wins (first the left symbol's id, then the right one's), as in
-   ``tokenizers``; ids are the special tokens first, then the 256 byte symbols in the order of their
-   characters, then each new symbol in the order it was made.
+3. **Train** (:func:`train_bpe`; one step of it is :func:`bpe_merge_step`): count every adjacent pair of
+   symbols over all pieces (weighted by how often each piece occurs), merge the most frequent pair into a
+   new symbol, update the counts, repeat until the vocabulary has ``vocab_size`` entries or no pair occurs
+   ``min_frequency`` times. **Tie rule**: among pairs of equal count the one with the smaller ids wins (first
+   the left symbol's id, then the right one's), as in ``tokenizers``; ids are the special tokens first, then
+   the 256 byte symbols in the order of their characters, then each new symbol in the order it was made.
 4. **Encode** (:meth:`ByteBPE.encode`): inside each piece, apply the learned merges in the order they were
    learned (the earliest merge present first, leftmost occurrence first) until none applies.
 
@@ -33,7 +33,7 @@ from itertools import pairwise
 
 import regex
 
-__all__ = ["GPT2_PATTERN", "bytes_to_unicode", "pretokenize", "train_bpe", "ByteBPE"]
+__all__ = ["GPT2_PATTERN", "bytes_to_unicode", "pretokenize", "merge_pair", "bpe_merge_step", "train_bpe", "ByteBPE"]
 
 # GPT-2's pre-tokeniser (also that of ``tokenizers``' ByteLevel with ``use_regex=True``): English contractions,
 # a letter run, a number run, a punctuation run (each with at most one space in front), whitespace that is not
@@ -72,26 +72,68 @@ def _symbols(piece: str) -> str:
     return "".join(table[b] for b in piece.encode("utf-8"))
 
 
-def _pair_counts(words: dict[tuple[str, ...], int]) -> Counter[tuple[str, str]]:
-    """How often each adjacent pair of symbols occurs, each word counted as often as it occurs."""
-    counts: Counter[tuple[str, str]] = Counter()
-    for word, freq in words.items():
+def _pair_counts(words: Iterable[Sequence[int]], counts: Iterable[int]) -> Counter[tuple[int, int]]:
+    """How often each adjacent pair of ids occurs, each word counted ``count`` times (never across words)."""
+    pairs: Counter[tuple[int, int]] = Counter()
+    for word, count in zip(words, counts, strict=True):
         for pair in pairwise(word):
-            counts[pair] += freq
-    return counts
+            pairs[pair] += count
+    return pairs
 
 
-def _merge_word(word: tuple[str, ...], pair: tuple[str, str]) -> tuple[str, ...]:
-    """``word`` with every occurrence of ``pair`` merged, left to right, never overlapping (``aaa`` -> ``aa a``)."""
+def _best_pair(pairs: Counter[tuple[int, int]]) -> tuple[int, int]:
+    """The most frequent pair; the tie rule: among equal counts the smaller ids win (the left id, then the right)."""
+    return max(pairs, key=lambda p: (pairs[p], -p[0], -p[1]))
+
+
+def merge_pair(word: Sequence[int], pair: tuple[int, int], new_id: int) -> tuple[int, ...]:
+    """``word`` with every occurrence of ``pair`` replaced by ``new_id``, left to right, never overlapping
+    (``a a a`` -> ``aa a``)."""
     out, i = [], 0
     while i < len(word):
         if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-            out.append(word[i] + word[i + 1])
+            out.append(new_id)
             i += 2
         else:
             out.append(word[i])
             i += 1
     return tuple(out)
+
+
+def bpe_merge_step(words: Sequence[Sequence[int]], counts: Sequence[int], new_id: int
+                   ) -> tuple[tuple[int, int], list[list[int]]]:
+    """One step of BPE training: the pair to merge and the words after merging it.
+
+    ``words`` are the pre-tokens as lists of token ids, ``counts[i]`` how often word ``i`` occurs in the text.
+    Count every adjacent pair inside each word (weighted by its count; a pair never spans two words), take the
+    most frequent one (ties: the smaller left id, then the smaller right id) and replace each of its
+    occurrences by ``new_id``, left to right (``a a a`` -> ``aa a``).
+
+    Notebook 10's exercise, so written out whole as its model answer: :func:`train_bpe` takes the same step
+    with the module's helpers (:func:`merge_pair`, the same tie rule), updating only the counts a merge changes,
+    and ``tests/test_bpe.py`` holds the two equal step for step.
+
+    Example:
+        >>> bpe_merge_step([[1, 2, 3], [2, 3]], [1, 2], new_id=9)
+        ((2, 3), [[1, 9], [9]])
+    """
+    pairs: Counter[tuple[int, int]] = Counter()
+    for word, count in zip(words, counts, strict=True):
+        for pair in pairwise(word):  # inside each word: never across two pre-tokens
+            pairs[pair] += count
+    pair = max(pairs, key=lambda p: (pairs[p], -p[0], -p[1]))  # ties: the smaller left id, then the right
+    merged = []
+    for word in words:
+        out, i = [], 0
+        while i < len(word):  # left to right; a merged pair's two symbols are used once
+            if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
+                out.append(new_id)
+                i += 2
+            else:
+                out.append(word[i])
+                i += 1
+        merged.append(out)
+    return pair, merged
 
 
 def _check_train_arguments(vocab_size: int, min_frequency: int, special_tokens: Sequence[str]) -> None:
@@ -120,31 +162,33 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2, spe
     """
     special_tokens = list(special_tokens)
     _check_train_arguments(vocab_size, min_frequency, special_tokens)
-    words: Counter[tuple[str, ...]] = Counter()
-    for text in texts:
-        for chunk in _split_special(text, special_tokens):
-            if chunk not in special_tokens:
-                words.update(tuple(piece) for piece in pretokenize(chunk))
     vocab = {token: i for i, token in enumerate(special_tokens)}
     for char in sorted(bytes_to_unicode().values()):
         vocab[char] = len(vocab)
-    words = dict(words)
-    counts = _pair_counts(words)
-    where: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+    pieces: Counter[str] = Counter()
+    for text in texts:
+        for chunk in _split_special(text, special_tokens):
+            if chunk not in special_tokens:
+                pieces.update(pretokenize(chunk))
+    words = {tuple(vocab[char] for char in piece): freq for piece, freq in pieces.items()}  # ids -> count
+    token_of = {i: token for token, i in vocab.items()}
+    counts = _pair_counts(words, words.values())
+    where: dict[tuple[int, int], set[tuple[int, ...]]] = {}
     for word in words:
         for pair in pairwise(word):
             where.setdefault(pair, set()).add(word)
     merges: list[tuple[str, str]] = []
     while len(vocab) < vocab_size and counts:
-        # The most frequent pair; ties go to the smaller ids (left symbol first).
-        pair = max(counts, key=lambda p: (counts[p], -vocab[p[0]], -vocab[p[1]]))
+        pair = _best_pair(counts)
         if counts[pair] < max(min_frequency, 1):
             break
-        merges.append(pair)
-        vocab.setdefault(pair[0] + pair[1], len(vocab))
-        for word in where.pop(pair, set()):
+        left, right = token_of[pair[0]], token_of[pair[1]]
+        merges.append((left, right))
+        new_id = vocab.setdefault(left + right, len(vocab))
+        token_of[new_id] = left + right
+        for word in where.pop(pair, set()):  # only the words that hold the pair change
             freq = words.pop(word)
-            new = _merge_word(word, pair)
+            new = merge_pair(word, pair, new_id)
             words[new] = words.get(new, 0) + freq
             for old_pair in pairwise(word):
                 counts[old_pair] -= freq
@@ -187,6 +231,9 @@ class ByteBPE:
 
     def __post_init__(self) -> None:
         self.ranks = {pair: rank for rank, pair in enumerate(self.merges)}
+        # (left id, right id) -> (rank, merged id): encoding merges ids with the same step as training
+        self.id_merges = {(self.vocab[a], self.vocab[b]): (rank, self.vocab[a + b])
+                          for (a, b), rank in self.ranks.items()}
         self.id_to_token = {i: token for token, i in self.vocab.items()}
         self.byte_of = {char: byte for byte, char in bytes_to_unicode().items()}
         self._cache: dict[str, tuple[int, ...]] = {}  # piece -> ids: pieces repeat a lot in any text
@@ -197,14 +244,16 @@ class ByteBPE:
         return self._cache[piece]
 
     def _merge_piece(self, piece: str) -> tuple[int, ...]:
-        word = tuple(piece)
+        word = tuple(self.vocab[char] for char in piece)
+        never = (len(self.id_merges), -1)
         while len(word) > 1:
             # The earliest-learned merge present in the word; all its occurrences, left to right.
-            pair = min(pairwise(word), key=lambda p: self.ranks.get(p, len(self.ranks)))
-            if pair not in self.ranks:
+            pair = min(pairwise(word), key=lambda p: self.id_merges.get(p, never)[0])
+            rank, new_id = self.id_merges.get(pair, never)
+            if new_id < 0:
                 break
-            word = _merge_word(word, pair)
-        return tuple(self.vocab[symbol] for symbol in word)
+            word = merge_pair(word, pair, new_id)
+        return word
 
     def encode(self, text: str) -> list[int]:
         """Text -> token ids (special tokens kept whole)."""

@@ -77,9 +77,9 @@ Notebooks call::
     softmax_fn = check("stable_softmax")
 """
 
-from course_lib.edition.stored import check, run_check
+from course_lib.edition.stored import check, check_earlier, run_check
 
-__all__ = ["check", "run_check"]
+__all__ = ["check", "check_earlier", "run_check"]
 '''
 
 

@@ -35,13 +35,14 @@ import torch
 
 from course_lib.exercises.compare import to_plain
 from course_lib.exercises.core import Case
+from course_lib.exercises.feedback import earlier_answer
 from course_lib.exercises.judges import JUDGES
 from course_lib.exercises.passes import resolve_access_check
 from course_lib.exercises.verdict import NOT_DEFINED, CheckResult, KnownMistake, Rules, run_cases
 
-__all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "remove_data_folder", "check", "run_check",
-           "rules_of", "stored_call", "served", "fallback_words", "withheld", "call_digest", "load_exercise",
-           "stored_exercises", "lookup"]
+__all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "remove_data_folder", "check", "check_earlier",
+           "run_check", "rules_of", "stored_call", "served", "fallback_words", "withheld", "call_digest",
+           "load_exercise", "stored_exercises", "lookup"]
 
 #: Where the edition's stored data lives: one ``<exercise>.pt`` per exercise and ``calls.pt``.
 DATA = Path(__file__).resolve().parent / "data"
@@ -332,3 +333,14 @@ def fallback_words(fallback: str, manifest: dict[str, Any]) -> str:
     if "stored" in kinds:
         return f"the cells below use outputs stored with this edition for the calls the lesson makes{missing}"
     return f"the cells below that need it stop with a message until yours passes{missing}"
+
+
+def check_earlier(name: str, folder: str | Path = ".") -> Any:
+    """The class edition's :func:`course_lib.exercises.feedback.check_earlier`: the learner's answer to an earlier
+    notebook's exercise, read from its file and judged on the stored public cases; else the edition's stand-in."""
+    data = load_exercise(name)
+    impl = earlier_answer(name, data["notebook"], data["target"], folder, run_check)
+    if impl is not None:
+        return impl
+    print(f"   → {fallback_words(data['fallback'], _manifest())}")
+    return _fallback(data)

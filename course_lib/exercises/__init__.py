@@ -20,7 +20,7 @@ from .core import (
     run_case,
     validate_exercise,
 )
-from .feedback import check, run_check
+from .feedback import check, check_earlier, run_check
 from .verdict import CheckResult, output_problems
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "add_exercise_package",
     "CheckResult",
     "check",
+    "check_earlier",
     "compare_outputs",
     "output_problems",
     "run_check",

@@ -12,13 +12,14 @@ from __future__ import annotations
 import sys
 from collections import ChainMap
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from . import cells
 from .core import Exercise, get_exercise
-from .verdict import FAILED, NOT_IMPLEMENTED, CheckResult, check_exercise, quoted_code
+from .verdict import ERROR, FAILED, NOT_IMPLEMENTED, CheckResult, check_exercise, quoted_code
 
-__all__ = ["check", "run_check"]
+__all__ = ["check", "check_earlier", "earlier_answer", "run_check"]
 
 
 def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
@@ -133,3 +134,63 @@ def check(name: str, impl: Any = _FROM_NOTEBOOK) -> Callable[..., Any]:
         return impl
     print("   → the cells below use the course's reference implementation for now.")
     return exercise.reference
+
+
+#: What an earlier notebook's exercise cell finds at hand when :func:`check_earlier` runs it on its own.
+EARLIER_CELL_NAMESPACE = ("import math", "import numpy as np", "import torch", "import torch.nn.functional as F",
+                          "from torch import nn")
+
+
+def check_earlier(name: str, folder: str | Path = ".") -> Callable[..., Any]:
+    """The learner's answer to exercise ``name`` of an EARLIER notebook, checked here; or the reference.
+
+    A notebook's kernel does not hold another notebook's variables, so this reads the earlier notebook's file
+    (``<its notebook>.ipynb`` in ``folder``, where the learner saved it), runs its exercise cell on its own
+    (:func:`earlier_answer`), checks what it defines with the same check as :func:`check` and prints the
+    verdict. Returns the learner's function when it passes, the course's reference otherwise (also when the
+    file is missing or the cell raises), so a later lesson trains with the learner's own pieces where they
+    work. Notebook 11 trains with notebook 10's. (The class edition's is :func:`course_lib.edition.stored.
+    check_earlier`, judged on stored data.)
+
+    Example:
+        >>> fn = check_earlier("adamw_update", folder="no-such-folder")  # doctest: +ELLIPSIS
+        ⏳ adamw_update: no-such-folder/10_tokeniser_and_training_loop.ipynb is not there...
+    """
+    exercise = get_exercise(name)
+    impl = earlier_answer(name, exercise.notebook, getattr(exercise.reference, "__name__", name), folder, run_check)
+    if impl is not None:
+        return impl
+    print("   → the cells below use the course's reference implementation for now.")
+    return exercise.reference
+
+
+def earlier_answer(name: str, notebook: str, target: str, folder: str | Path,
+                   judge: Callable[[str, Any], CheckResult]) -> Any:
+    """Run exercise ``name``'s cell of ``<folder>/<notebook>.ipynb`` on its own (with ``math``, ``np``, ``torch``,
+    ``F`` and ``nn`` at hand, as the notebooks import them), judge what it defines as ``target`` with ``judge``
+    and print the verdict; return it when it passed, else None (a missing file, an error, a wrong answer)."""
+    import nbformat
+
+    from .notebooks import exercise_cells
+
+    path = Path(folder) / f"{notebook}.ipynb"
+    sources = []
+    if path.is_file():
+        nb = nbformat.read(path, as_version=4)
+        sources = [cell.source for _, cell, cell_name in exercise_cells(nb) if cell_name == name]
+    if not sources:
+        print(f"⏳ {name}: {path.as_posix()} is not there (or has no exercise cell {name!r}).")
+        return None
+    namespace: dict[str, Any] = {"__name__": f"earlier_{notebook}"}
+    try:
+        exec("\n".join(EARLIER_CELL_NAMESPACE), namespace)  # noqa: S102 - the learner's own cell, in their kernel
+        exec(compile(sources[0], str(path), "exec"), namespace)  # noqa: S102
+    except Exception as err:  # noqa: BLE001 - any error of the learner's cell is a verdict, not a crash
+        result = CheckResult(name, ERROR, f"your exercise cell in {path.name} raised {type(err).__name__}: "
+                             f"{_error_details(err)}")
+    else:
+        impl = namespace.get(target)
+        result = judge(name, impl) if impl is not None else CheckResult(
+            name, NOT_IMPLEMENTED, f"the exercise cell in {path.name} does not define `{target}`.")
+    print(f"{result} (your answer in {path.name})")
+    return namespace[target] if result.passed else None

@@ -414,6 +414,8 @@ LESSON_MAP: dict[str, tuple[str, tuple[str, ...], str]] = {
                               "what an image needs: patches, [CLS] and a class head"),
     "09_why_self_attention": ("transformer", ("encoder/Multi-Head Attention", "decoder/Masked Multi-Head Attention"),
                               "self-attention, measured against recurrence and convolution"),
+    "10_tokeniser_and_training_loop": ("gpt", ("Tokens so far", "Token Embedding", "Softmax"),
+                                       "the tokens in, the loss on the softmax out; the optimiser updates every box"),
     "11_language_model": ("gpt", ("Masked Multi-Head Attention", "Linear (LM head)", "Softmax"),
                           "the causal attention and the next-token output"),
     "12_bert": ("bert", ("Tokens, 15% masked", "Multi-Head Attention", "MLM Head", "Classifier on [CLS]"),

@@ -36,6 +36,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.runtime import watch_threads
+from course_lib.training.optim import AdamW
+from course_lib.training.optim import clip_grad_norm as clip_by_norm_in_place
 from course_lib.training.parallel import progress_bar
 from course_lib.validation import validated_by
 
@@ -171,14 +173,21 @@ def make_optimizer(model: nn.Module, betas: tuple[float, float] = (0.9, 0.98), e
                               weight_decay=weight_decay)
 
 
-def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.01,
-               betas: tuple[float, float] = (0.9, 0.999)) -> torch.optim.AdamW:
+def make_adamw(model: nn.Module, lr: float, weight_decay: float = 0.01, betas: tuple[float, float] = (0.9, 0.999),
+               update: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+               ) -> torch.optim.Optimizer:
     """AdamW with weight decay on the matrices only (GPT-2's and BERT's recipe): biases, LayerNorm gains and
-    other vectors are not decayed, since shrinking them towards 0 regularises nothing useful."""
+    other vectors are not decayed, since shrinking them towards 0 regularises nothing useful.
+
+    PyTorch's ``torch.optim.AdamW``; with ``update`` (one tensor's step, the signature of
+    :func:`course_lib.training.optim.adamw_update`, such as notebook 10's learner's) the course's
+    :class:`course_lib.training.optim.AdamW` running it, bit-equal to PyTorch's with the course's update."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=lr, betas=betas)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if update is not None:
+        return AdamW(groups, lr=lr, betas=betas, update=update)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int = 4000,
@@ -464,13 +473,15 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
           history: TrainHistory | None = None, step_fn: Callable[..., Prediction] = translation_step,
           desc: str = "training", on_step: Callable[[TrainHistory, Prediction], None] | None = None,
           autocast_dtype: torch.dtype | None = None, leave: bool = True, accumulate: int = 1,
-          hooks: Sequence[Hook] = ()) -> TrainHistory:
+          hooks: Sequence[Hook] = (),
+          clip_fn: Callable[..., tuple[list[torch.Tensor], torch.Tensor]] | None = None) -> TrainHistory:
     """Train ``model`` for exactly ``steps`` optimizer steps on batches from ``loader`` (cycled).
 
     The one training loop of the course. Each step: ``step_fn(model, batch, device)`` turns a batch into a
     :class:`Prediction` (logits, target, items); ``loss_fn(logits, target)`` gives the loss; then
-    ``zero_grad``, ``backward``, gradient-norm clipping at ``clip_grad_norm`` (None: no clipping),
-    ``optimizer.step()`` and ``scheduler.step()``. The default ``step_fn`` is :func:`translation_step`
+    ``zero_grad``, ``backward``, gradient-norm clipping at ``clip_grad_norm`` (None: no clipping; PyTorch's
+    ``clip_grad_norm_``, or ``clip_fn`` when given: notebook 10's signature, a learner's own), ``optimizer.step()``
+    and ``scheduler.step()``. The default ``step_fn`` is :func:`translation_step`
     (``model(src, tgt_in)`` on a :class:`course_lib.data.translation.Batch`); :func:`classification_step` takes
     ``(images, labels)``. The default loss is :func:`label_smoothed_cross_entropy` with smoothing 0.1 and
     the target's padding ignored. A fixed number of steps (not seconds) makes a seed give the same numbers
@@ -539,8 +550,10 @@ def train(model: nn.Module, loader: Iterable, steps: int, optimizer: torch.optim
                 for parameter in model.parameters():
                     if parameter.grad is not None:
                         parameter.grad.div_(max(items, 1))
-            if clip_grad_norm is not None:
+            if clip_grad_norm is not None and clip_fn is None:
                 nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+            elif clip_grad_norm is not None:  # a given clipping function (notebook 10's signature), in place
+                clip_by_norm_in_place(model.parameters(), clip_grad_norm, clip=clip_fn)
             history.lrs.append(optimizer.param_groups[0]["lr"])
             optimizer.step()
             if scheduler is not None:

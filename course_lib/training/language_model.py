@@ -14,7 +14,7 @@ two hooks: :class:`~course_lib.training.engine.EvaluateEvery` (the validation pe
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -91,7 +91,8 @@ def lm_step(model: nn.Module, window: torch.Tensor, device: torch.device | str) 
 def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int = 32, seq_len: int = 128,
              lr: float = 2e-3, warmup: int = 50, weight_decay: float = 0.1, seed: int = 0,
              valid_stream: torch.Tensor | None = None, eval_every: int = 0, max_seconds: float | None = None,
-             progress: bool = True) -> TrainHistory:
+             progress: bool = True, update: Callable[..., tuple[torch.Tensor, ...]] | None = None,
+             clip: Callable[..., tuple[list[torch.Tensor], torch.Tensor]] | None = None) -> TrainHistory:
     """Train ``model`` (tokens -> logits) with AdamW on random windows of ``stream``.
 
     The learning rate rises linearly for ``warmup`` steps, then decays along a cosine to 10 % (the
@@ -99,7 +100,8 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
     with ``floor=0.1``). Gradients are clipped to norm 1. Batches come from a generator seeded with
     ``seed``. ``max_seconds`` stops early (for benchmarks with a time budget); ``eval_every`` > 0 records
     the validation perplexity on ``valid_stream`` along the way, as ``(step, perplexity)`` pairs in the
-    history's ``valid``.
+    history's ``valid``. ``update`` and ``clip`` train with given pieces (notebook 10's ``adamw_update`` and
+    ``clip_by_global_norm``, the learner's in notebook 11): the same numbers as PyTorch's with the course's.
 
     The loop is the course's one engine, :func:`course_lib.training.engine.train`: the batch adapter
     :func:`lm_step`, the cross-entropy, and the hooks :class:`~course_lib.training.engine.EvaluateEvery` and
@@ -111,7 +113,7 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
         raise ValueError(f"train_lm: lr must be > 0, got {lr!r}")
     if eval_every and valid_stream is None:
         raise ValueError(f"train_lm: eval_every={eval_every} needs a valid_stream to evaluate on, got None")
-    optimizer = make_adamw(model, lr, weight_decay, betas=(0.9, 0.95))
+    optimizer = make_adamw(model, lr, weight_decay, betas=(0.9, 0.95), update=update)
     scheduler = warmup_cosine_schedule(optimizer, warmup, steps, floor=0.1)
     hooks: list[Hook] = []
     if eval_every:
@@ -122,7 +124,7 @@ def train_lm(model: nn.Module, stream: torch.Tensor, steps: int, batch_size: int
     try:
         return train(model, batches, steps, optimizer, scheduler, loss_fn=F.cross_entropy,
                      device=next(model.parameters()).device, clip_grad_norm=1.0, progress=progress,
-                     step_fn=lm_step, hooks=hooks)
+                     step_fn=lm_step, hooks=hooks, clip_fn=clip)
     except FloatingPointError as error:
         raise FloatingPointError(str(error).replace("train:", "train_lm:", 1)) from error
 
