@@ -57,6 +57,9 @@ ALSO_ANSWERS: dict[str, tuple[str, ...]] = {
     "course_lib.models.masking.padding_mask": ("course_lib.models.masking.from_key_padding_mask",),
     # the tiled attention runs the online softmax on its scores: with keys = the identity it is the answer
     "course_lib.models.flash_attention.online_softmax": ("course_lib.models.flash_attention.online_softmax_attention",),
+    # train_bpe takes notebook 10's merge step with these three: together they are the answer
+    "course_lib.data.bpe.bpe_merge_step": (
+        "course_lib.data.bpe.merge_pair", "course_lib.data.bpe._pair_counts", "course_lib.data.bpe._best_pair"),
 }
 
 #: Calls the lessons make to a graded part that has no PyTorch counterpart: the class edition ships their
