@@ -437,6 +437,8 @@ NOTEBOOK_MODELS: dict[str, str] = {
     "08_vision_transformer": "course-train vit",
     "09_why_self_attention": "course-train translate --set architecture=gru | gru_additive | transformer (section "
                              "7's three models, with notebook 07's optimiser); the recall toys train in the notebook",
+    "10_tokeniser_and_training_loop": "a small GPT trained a few dozen steps with the learner's AdamW and clipping, "
+                                      "checkpointed and resumed: in the notebook (seconds of training)",
     "11_language_model": "course-train lm",
     "12_bert": "course-train bert",
     "13_paper_experiments": "course-train translate --set key=value for each of Table 3's variations (num_heads, "
