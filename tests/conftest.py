@@ -211,7 +211,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keys[item] = f"{file}::{getattr(item, 'originalname', item.name)}"
         if keys[item] in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
-    for name, listed in (("SLOW_TESTS", SLOW_TESTS), ("SAMPLED_TESTS", SAMPLED_TESTS), ("SPREAD_TESTS", SPREAD_TESTS)):
+    for name, listed in (("SLOW_TESTS", SLOW_TESTS), ("SAMPLED_TESTS", SAMPLED_TESTS), ("SPREAD_TESTS", SPREAD_TESTS),
+                         ("BEFORE_THE_SITE", BEFORE_THE_SITE)):
         stale = sorted(key for key in listed if key.split("::")[0] in modules
                        and not hasattr(modules[key.split("::")[0]], key.split("::")[1]))
         if stale:
@@ -234,16 +235,24 @@ def _shares_fixture(item: pytest.Item) -> bool:
                for fixtures in info.name2fixturedefs.values() for fixture in fixtures)
 
 
+#: "file::test function": tests whose build the site reuses (``tests/test_docs.py`` stores its pdoc build of the API
+#: reference in the site's cache: tools/build_site.py, store_api_reference). They run first, so that their build is
+#: there when the site is built; run after the site (as every other single test), the site ran pdoc a third time.
+BEFORE_THE_SITE = frozenset({"tests/test_docs.py::test_pdoc_builds_the_reference_without_warnings"})
+
+
 def _run_order(item: pytest.Item) -> int:
     """The order the run takes (a stable sort keeps collection order within each rank), for xdist and serial runs:
 
-    0. the notebooks (nbval), the longest work: they start first, and the site is built from their executions;
+    0. the tests of ``BEFORE_THE_SITE`` (under xdist: their file), then the notebooks (nbval), the longest work:
+       they start first, and the site is built from their executions;
     1. the other grouped tests (a file sharing a fixture: the class edition, JupyterLab, the grader);
     2. the site test (``tests/test_site.py``): it builds from the notebooks nbval executed in this session
        (site_cache.py); under xdist it waits for those still running on the other worker;
     3. every other test, one by one: while one worker builds and reads the site, the other takes these.
     """
-    if item.path.suffix == ".ipynb":
+    if item.path.suffix == ".ipynb" or f"{item.nodeid.split('::')[0]}::{getattr(item, 'originalname', '')}" \
+            in BEFORE_THE_SITE:
         return 0
     if item.path.name == "test_site.py":
         return 2
