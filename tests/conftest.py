@@ -75,6 +75,8 @@ SLOW_TESTS = {
     "tests/test_training.py::test_train_loop_learns_and_records": "trains a model (~50 s)",
     "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": "runs every notebook (smoke mode)",
     "tests/test_check_imports.py::test_no_check_imports_torch_dynamo_or_sympy": "every check, fresh Python (~60 s)",
+    "tests/test_one_verdict.py::test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points":
+        "every mistake and alternative through the four entry points (~180 s)",
 }
 
 
@@ -86,6 +88,10 @@ SAMPLED_TESTS = {
     "tests/test_exercises.py::test_reference_passes_hidden_cases": 1 / 3,  # ~70 s: one of three seeds
     "tests/test_assignment.py::test_checks_reject_every_mistake": 1 / 3,  # ~30 s
     "tests/test_assignment.py::test_checks_accept_correct_alternatives": 1 / 3,  # ~30 s
+    # Every known mistake and alternative through the four entry points that judge a call (~180 s CPU in all, plus
+    # the class edition's stored data of every exercise, 4-18 s CPU, built once for the file): one answer in eight
+    # of each exercise (63 of 363; the file: 67 s CPU at a load of 9-17 on 2 cores, and 32 s with one in six at 1.5).
+    "tests/test_one_verdict.py::test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points": 1 / 8,
     "tests/test_benchmarks.py::test_every_benchmark_accepts_quick": 1 / 4,  # ~150 s: one Python start each
     # Each solved notebook executed with nbclient (smoke mode); every reference passes its check in the fast
     # tier, and nbval runs every notebook with the course's own code in full.

@@ -30,8 +30,8 @@ import torch
 
 import course_lib
 from course_lib.edition.stored import load_exercise, stored_exercises
+from course_lib.exercises.compare import compare_outputs, to_plain
 from course_lib.exercises.core import Case, forbid_calls
-from course_lib.exercises.feedback import compare_outputs, to_plain
 
 SECONDS = 3
 
@@ -81,10 +81,9 @@ def case_of(entry: dict[str, Any]) -> Case:
 
 
 def judge_of(data: dict[str, Any]) -> Any:
-    if not data.get("judge"):
-        return None
-    module, _, name = data["judge"].rpartition(".")
-    return getattr(importlib.import_module(module), name)
+    from course_lib.exercises.judges import JUDGES
+
+    return JUDGES.get(str(data.get("judge") or ""))
 
 
 def call(obj: Any, case: Case, data: dict[str, Any]) -> Any:
@@ -129,7 +128,7 @@ def reproduces(obj: Any, data: dict[str, Any], cases: list[Case], forbidden: tup
                 warnings.simplefilter("ignore")
                 if data["seed"] is not None:
                     torch.manual_seed(data["seed"])
-                with torch.set_grad_enabled(bool(data["grad"])), forbid_calls(forbidden):
+                with torch.no_grad(), forbid_calls(forbidden):
                     got = to_plain(call(obj, case, data))
         except BaseException:  # noqa: BLE001 - a callable that cannot run a case does not reproduce it
             return False

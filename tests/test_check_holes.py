@@ -8,7 +8,8 @@ import torch.nn.functional as F
 
 import course_lib.checks  # noqa: F401 - registers the course's exercises
 from course_lib.exercises import get_exercise
-from course_lib.exercises.feedback import compare_outputs, run_check
+from course_lib.exercises.compare import compare_outputs
+from course_lib.exercises.feedback import run_check
 
 
 def test_a_detached_zero_loss_when_nothing_is_selected_fails() -> None:

@@ -20,8 +20,9 @@ from conftest import ROOT
 
 import course_lib.checks  # noqa: F401 - registers the course's exercises
 from course_lib.exercises import get_exercise
-from course_lib.exercises.feedback import inputs_as_plain, reference_observation, run_check
+from course_lib.exercises.feedback import run_check
 from course_lib.exercises.tracing import thread_idents
+from course_lib.exercises.verdict import Rules, inputs_as_plain, reference_observation
 from course_lib.grading.course import ExerciseSpec
 from course_lib.grading.judging.judge import judge
 from course_lib.grading.sandbox.codec import encode_cases, npz_bytes
@@ -47,8 +48,8 @@ def _grade(name: str, impl, baseline: frozenset[int] | None = None) -> tuple:
     exercise = spec.exercise
     from course_lib.exercises.passes import access_check_name
 
-    job = {"grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
-           "watch": list(exercise.forbidden_calls), "seed": exercise.seed,
+    job = {"differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
+           "watch": list(exercise.forbidden_calls), "seed": Rules.from_exercise(exercise).seed,
            "access": access_check_name(exercise.access_check)}
     header, arrays = observe_cases(job, impl, spec.described, spec.arrays,
                                    thread_idents() if baseline is None else baseline)

@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.checks.nb12_bert import MASK_TOKENS, masking_problems
+from course_lib.checks.nb12_bert import MASK_TOKENS
 from course_lib.data.python_docs import ByteBPE, is_validation_document
 from course_lib.data.stdlib_docstrings import docstring_task, stdlib_docstrings
 from course_lib.evaluation.metrics import classifier_accuracy
 from course_lib.exercises import Case, output_problems, run_case, run_check, to_plain
+from course_lib.exercises.judges import masking_problems
 from course_lib.models.bert import BERT, IGNORE_INDEX, mask_tokens
 from course_lib.training.pretraining import (
     SPECIAL_TOKENS,

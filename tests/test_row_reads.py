@@ -12,9 +12,10 @@ import torch
 
 import course_lib.checks  # noqa: F401 - registers the exercises
 from course_lib.exercises import get_exercise
-from course_lib.exercises.feedback import inputs_as_plain, run_check
-from course_lib.exercises.observation import observation_problems, observe, plain_observation
+from course_lib.exercises.feedback import run_check
+from course_lib.exercises.observation import observe, plain_observation
 from course_lib.exercises.passes import row_reads
+from course_lib.exercises.verdict import Rules, inputs_as_plain, problems
 from course_lib.models.flash_attention import online_softmax
 
 
@@ -102,10 +103,11 @@ def test_the_observation_carries_the_reads_and_the_judge_uses_them() -> None:
     assert got["access"][0].startswith("second pass:")
     expected = plain_observation(observe(exercise.reference, case))
     inputs = inputs_as_plain(case)
-    problems = observation_problems(exercise, case, expected, got, inputs, threads=False)
-    assert [p.kind for p in problems] == ["access"] and problems[0].message == got["access"][0]
+    found = problems(Rules.from_exercise(exercise), case, expected, got, inputs, threads=False)
+    assert [p.kind for p in found] == ["access"] and found[0].message == got["access"][0]
     got.pop("access")  # a sandbox that sent no record of the reads
-    assert [p.kind for p in observation_problems(exercise, case, expected, got, inputs, threads=False)] == ["record"]
+    assert [p.kind for p in problems(Rules.from_exercise(exercise), case, expected, got, inputs, threads=False)] == [
+        "record"]
 
 
 @pytest.mark.parametrize(("impl", "mistake"), [
@@ -123,11 +125,13 @@ def test_the_grader_names_the_access_check_to_its_sandbox() -> None:
     from course_lib.exercises.passes import access_check_name, resolve_access_check
 
     check = EXERCISE.access_check
-    assert access_check_name(check) == "course_lib.exercises.passes:case_row_reads"  # a module the sandbox sees
+    assert access_check_name(check) == "row_reads"  # a table of course_lib.exercises, which the sandbox sees
     assert resolve_access_check(access_check_name(check)) is check
     assert resolve_access_check(None) is None and resolve_access_check("os:system") is None
     assert access_check_name(None) is None
     assert resolve_access_check("course_lib.checks.nb15_inference_at_scale:online_softmax") is None  # answers: hidden
+    with pytest.raises(ValueError, match="ACCESS_CHECKS"):
+        access_check_name(print)
 
 
 def test_the_record_cannot_be_erased_through_the_input():

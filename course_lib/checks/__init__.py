@@ -7,8 +7,8 @@ metadata names that module (``"course": {"checks": "course_lib.checks.nb00_welco
     softmax_fn = check("stable_softmax")   # checks the function `stable_softmax` defined above
 
 :data:`EXERCISES` says which module declares which exercise: the exercise mechanism looks a name up there and
-imports that one module, so ``course_lib.exercises.run_check("stable_softmax", f)`` works without importing
-this package first. ``tests/test_exercises.py`` keeps the table equal to what the modules register and to the
+imports that one module (this package adds itself to the mechanism when it is imported: the mechanism never
+imports the checks). ``tests/test_exercises.py`` keeps the table equal to what the modules register and to the
 notebooks' exercise cells.
 
 Why the modules look alike (``duplicates`` lists many pairs of them, all by shape): they are declarations, not code.
@@ -19,7 +19,7 @@ are two different mistakes with two different hints. What their cases share live
 :mod:`course_lib.exercises.cases` (``public_and_hidden``, random inputs).
 """
 
-from course_lib.exercises import check, run_check
+from course_lib.exercises import add_exercise_package, check, run_check
 
 #: ``{checks module: the exercises it declares}``, in the order of the notebooks' exercise cells.
 EXERCISES: dict[str, tuple[str, ...]] = {
@@ -39,6 +39,8 @@ EXERCISES: dict[str, tuple[str, ...]] = {
     "nb14_todays_models": ("apply_rope", "rms_norm", "swiglu"),
     "nb15_inference_at_scale": ("repeat_kv", "online_softmax"),
 }
+
+add_exercise_package(__name__)  # the mechanism finds this package's exercises by the table above
 
 
 

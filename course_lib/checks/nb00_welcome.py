@@ -10,7 +10,7 @@ import torch
 
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
-from course_lib.exercises.feedback import FORBIDDEN_CALL_HINT
+from course_lib.exercises.verdict import FORBIDDEN_CALL_HINT
 from course_lib.models.softmax import stable_softmax
 
 NOTEBOOK = "00_welcome"

@@ -8,18 +8,16 @@ The masking is random, so no output can be compared with the reference's number 
 draws the same probabilities in another order, or picks exactly 15 % of each sequence as the original BERT
 code does, is right too. Its check runs the learner's function with PyTorch's generator seeded (the same
 verdict every time) on batches of about 10 000 positions and judges what came out
-(:func:`masking_problems`): what must hold exactly (labels, untouched positions, special tokens, the range
-of random replacements) and what must hold on average, each share within five standard deviations of its
-binomial spread (a correct implementation fails about once in a million checks).
+(:func:`course_lib.exercises.judges.masking_problems`, shipped with the class edition): what must hold exactly
+(labels, untouched positions, special tokens, the range of random replacements) and what must hold on average,
+each share within five standard deviations of its binomial spread (a correct implementation fails about once in
+a million checks).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -27,11 +25,10 @@ from torch import nn
 from course_lib.checks.nb05_encoder import random_state
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
+from course_lib.exercises.judges import MASK, RANDOM, SELECT, masking_problems
 from course_lib.models.bert import IGNORE_INDEX, ClassificationHead, mask_tokens, mlm_loss
 
 NOTEBOOK = "12_bert"
-SELECT, MASK, RANDOM = 0.15, 0.8, 0.1  # BERT's proportions, which the learner's function must reproduce
-SIGMAS = 5.0
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -65,83 +62,6 @@ def _masking_cases(gen: torch.Generator, hidden: bool) -> list[Case]:
         cases.append(Case("120 sequences of 100 tokens, vocabulary of 50 ([MASK] 0, [PAD] 49)",
                           args=(_sequences(gen, 120, 100, range(3, 40), 1, 2, 49), 0, 50, [49, 1, 2])))
     return cases
-
-
-def _share_problem(kind: str, what: str, count: int, total: int, low: float, high: float, hint: str) -> list[str]:
-    """A problem unless count / total lies within ``SIGMAS`` binomial standard deviations of [low, high]."""
-    if total == 0:
-        return []
-    share = count / total
-    middle = min(max(share, low), high)
-    spread = SIGMAS * math.sqrt(max(middle * (1 - middle), 1e-4) / total)
-    if low - spread <= share <= high + spread:
-        return []
-    expected = f"{low:.1%}" if low == high else f"{low:.1%}-{high:.1%}"
-    return [f"{kind}: {what} is {share:.1%} ({count} of {total}); expected {expected} (within ±{spread:.1%}). {hint}"]
-
-
-def _integer_array(value: Any, shape: tuple[int, ...]) -> bool:
-    return type(value) is np.ndarray and value.shape == shape and value.dtype.kind in "iu"
-
-
-def masking_problems(case: Case, expected: Any, got: Any) -> list[str]:
-    """Judge a learner's ``(inputs, labels)`` on a masking case (see the module docstring); [] when right.
-
-    ``got`` is plain data (NumPy arrays, lists), untrusted: anything else is a problem, never an exception.
-    """
-    tokens, mask_id, vocab_size, special_ids = case.args
-    tokens = tokens.numpy()
-    if not (isinstance(got, list) and len(got) == 2):
-        return ["output: expected a tuple (inputs, labels) of two integer tensors"]
-    for name, value in zip(("inputs", "labels"), got, strict=True):
-        if not _integer_array(value, tokens.shape):
-            shape = getattr(value, "shape", None)
-            return [f"output: {name} must be an integer tensor of shape {tokens.shape} like tokens, got "
-                    f"{type(value).__name__} of shape {shape} and dtype {getattr(value, 'dtype', None)}"]
-    inputs, labels = (value.astype(np.int64) for value in got)  # uint8...uint64 compared as signed numbers
-    special_list = sorted({*special_ids, mask_id})
-    special = np.isin(tokens, special_list)
-    selected = labels != IGNORE_INDEX
-    problems = []
-    wrong_labels = selected & (labels != tokens)
-    if wrong_labels.any():
-        problems.append(f"labels: {int(wrong_labels.sum())} labels are neither -100 nor the original token "
-                        f"(the label of a selected position is what was there before masking)")
-    changed = ~selected & (inputs != tokens)
-    if changed.any():
-        problems.append(f"unselected positions: {int(changed.sum())} positions changed although their label is "
-                        f"-100 (only selected positions may change)")
-    if (selected & special).any():
-        problems.append(f"special tokens: {int((selected & special).sum())} special tokens were selected "
-                        f"([CLS], [SEP], [PAD] are never predicted)")
-    problems += _share_problem("selected share", "the share of ordinary positions selected",
-                               int(selected[~special].sum()), int((~special).sum()), SELECT, SELECT,
-                               "select each ordinary position with probability 0.15")
-    num_ordinary = vocab_size - len([s for s in special_list if 0 <= s < vocab_size])
-    chosen = selected & ~special
-    masked, kept = chosen & (inputs == mask_id), chosen & (inputs == tokens)
-    replaced = chosen & ~masked & ~kept
-    n = int(chosen.sum())
-    problems += _share_problem("[MASK] share", "the share of selected positions given [MASK]", int(masked.sum()), n,
-                               MASK, MASK, "80 % of the selected positions become [MASK]")
-    problems += _share_problem("random share", "the share of selected positions given another token",
-                               int(replaced.sum()), n, RANDOM * (1 - 1 / max(num_ordinary, 1)), RANDOM,
-                               "10 % of the selected positions get a random token")
-    problems += _share_problem("unchanged share", "the share of selected positions left as they were",
-                               int(kept.sum()), n, 1 - MASK - RANDOM, 1 - MASK - RANDOM + RANDOM / max(num_ordinary, 1),
-                               "10 % of the selected positions keep their token")
-    drawn = inputs[replaced]
-    if ((drawn < 0) | (drawn >= vocab_size)).any():
-        problems.append(f"random range: a random token lies outside the vocabulary [0, {vocab_size})")
-    elif np.isin(drawn, special_list).any():
-        problems.append("random special: a random replacement is a special token (draw from the ordinary ids only)")
-    elif drawn.size:
-        ordinary = np.setdiff1d(np.arange(vocab_size), special_list)
-        spread = SIGMAS * float(ordinary.std()) / math.sqrt(drawn.size) + 1.0
-        if abs(float(drawn.mean()) - float(ordinary.mean())) > spread:
-            problems.append(f"random spread: the random tokens average id {drawn.mean():.1f}; drawn uniformly from "
-                            f"the ordinary ids they would average {ordinary.mean():.1f} ± {spread:.1f}")
-    return problems
 
 
 def _ordinary_ids(vocab_size: int, special: torch.Tensor) -> torch.Tensor:

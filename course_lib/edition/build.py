@@ -43,7 +43,9 @@ import torch
 
 import course_lib
 from course_lib.exercises import Exercise, registered_exercises, run_case
-from course_lib.exercises.feedback import reference_observation
+from course_lib.exercises.judges import judge_name
+from course_lib.exercises.passes import access_check_name
+from course_lib.exercises.verdict import Rules, mistake_observation, reference_observation
 
 from .answers import STORED_CALLS, GradedPart, graded_parts, keys_by_module, stand_in_kind
 from .backed import BACKED
@@ -84,7 +86,8 @@ __all__ = ["check", "run_check"]
 def course_exercises() -> list[Exercise]:
     """Every exercise of the course: those declared in ``course_lib.checks`` (each of its modules imported),
     not an assignment's or a test's that happen to be registered too."""
-    importlib.import_module("course_lib.checks")
+    import course_lib.checks  # noqa: F401 - adds the course's exercise package, every module of it imported below
+
     return [ex for ex in registered_exercises() if ex.declared_in.startswith("course_lib.checks.")]
 
 
@@ -166,32 +169,31 @@ def rewrite_parts(root: Path, replacements: dict[str, str], keep_decorators: boo
         path.write_text(replace_parts(path.read_text(encoding="utf-8"), wanted, keep_decorators), encoding="utf-8")
 
 
-def _run_or_none(impl: Any, case: Any, exercise: Exercise) -> Any:
-    try:
-        return as_tensors(run_case(impl, case, grad=exercise.grad, seed=exercise.seed))
-    except Exception:  # noqa: BLE001 - a mistake that cannot run a case says nothing about it
-        return None
-
-
-def store_exercise(exercise: Exercise, folder: Path, fallback: str, judge: str = "") -> Path:
-    """Write exercise data: public cases, the reference's outputs and observations (gradients, inputs after the
-    call...: :func:`~course_lib.exercises.feedback.reference_observation`), each mistake's outputs and hint."""
+def store_exercise(exercise: Exercise, folder: Path, fallback: str) -> Path:
+    """Write what the class edition's check needs to decide the verdict the notebook check decides
+    (:mod:`course_lib.exercises.verdict`), as data: the public cases, the exercise's rules (tolerances, forbidden
+    operations, the names of its access check and output judge, the reference's argument names), the reference's
+    observation of each case (:func:`~course_lib.exercises.verdict.reference_observation`), and each known
+    mistake's hint, its detail and its own observation of each case (output, gradients, training mode, how it
+    read its input)."""
     cases = exercise.cases("public", seed=0)
-    expected = [as_tensors(run_case(exercise.reference, c, grad=exercise.grad, seed=exercise.seed)) for c in cases]
+    rules = Rules.from_exercise(exercise)
     data = {
         "name": exercise.name, "notebook": exercise.notebook, "summary": exercise.summary,
         "is_class": exercise.is_class, "target": getattr(exercise.reference, "__name__", exercise.name),
-        "fallback": fallback, "atol": float(exercise.atol), "rtol": float(exercise.rtol), "grad": exercise.grad,
+        "fallback": fallback, "atol": float(exercise.atol), "rtol": float(exercise.rtol),
+        "argument_names": list(rules.argument_names),
         "differentiable": exercise.differentiable, "forbidden": list(exercise.forbidden_calls),
         "forbidden_ops": list(exercise.forbidden_ops), "forbidden_hint": exercise.forbidden_hint,
-        "train_mode": exercise.train_mode,
-        "seed": exercise.seed, "judge": judge,
+        "train_mode": exercise.train_mode, "access": access_check_name(exercise.access_check),
+        "seed": rules.seed, "judge": judge_name(exercise.compare),
         "cases": [{"label": c.label, "args": list(c.args), "kwargs": dict(c.kwargs),
                    "init": None if c.init is None else dict(c.init),
                    "state": None if c.state is None else dict(c.state)} for c in cases],
-        "expected": expected,
+        "expected": [as_tensors(run_case(exercise.reference, c, seed=exercise.seed)) for c in cases],
         "observations": [as_tensors(reference_observation(exercise, c)) for c in cases],  # what the check judges
-        "mistakes": [{"name": m.name, "hint": m.hint, "outputs": [_run_or_none(m.impl, c, exercise) for c in cases]}
+        "mistakes": [{"name": m.name, "hint": m.hint, "detail": m.detail,
+                      "observations": [as_tensors(mistake_observation(rules, m.impl, c)) for c in cases]}
                      for m in exercise.mistakes],
     }
     path = folder / f"{exercise.name}.pt"
@@ -250,63 +252,13 @@ def record_calls(notebooks: Sequence[Path], parts: Sequence[GradedPart], timeout
     return merged
 
 
-def _judge_source(exercise: Exercise) -> tuple[str, str]:
-    """The source of an exercise's ``compare`` judge with the module-level names it needs, and its name."""
-    judge = exercise.compare
-    if judge is None:
-        return "", ""
-    module = sys.modules[judge.__module__]
-    tree = ast.parse(inspect.getsource(module))
-    defined = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            defined[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                for name in ast.walk(target):
-                    if isinstance(name, ast.Name):
-                        defined[name.id] = node
-    needed, todo = [], [judge.__name__]
-    while todo:
-        name = todo.pop()
-        if name in needed or name not in defined:
-            continue
-        needed.append(name)
-        todo += [n.id for n in ast.walk(defined[name]) if isinstance(n, ast.Name)]
-    order = [node for node in tree.body if node in [defined[n] for n in needed]]
-    used = {n.id for node in order for n in ast.walk(node) if isinstance(n, ast.Name)}
-    imports: list[ast.stmt] = []
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            aliases = [a for a in node.names if (a.asname or a.name).split(".")[0] in used]
-            if aliases:
-                node.names = aliases
-                imports.append(node)
-    text = ast.unparse(ast.Module(body=[*imports, *order], type_ignores=[]))
-    return text, judge.__name__
-
-
-def _store_judges(exercises: Sequence[Exercise], edition: Path) -> dict[str, str]:
-    """Write each ``compare`` judge (only the judge and what it uses) to ``edition/judge_<exercise>.py``."""
-    where = {}
-    for exercise in exercises:
-        text, name = _judge_source(exercise)
-        if text:
-            module = f"judge_{exercise.name}"
-            (edition / f"{module}.py").write_text(
-                f'"""The judge of exercise {exercise.name!r} (it judges an output; it computes no answer)."""\n\n'
-                f"{text}\n", encoding="utf-8")
-            where[exercise.name] = f"course_lib.edition.{module}.{name}"
-    return where
-
-
 def mark_references(root: Path, exercises: Sequence[Exercise]) -> list[str]:
     """Decorate each exercise's reference in the copy rooted at ``root`` so that the learner's implementation,
     once provided (:mod:`course_lib.edition.provided`), runs wherever course code calls it; return their keys.
 
     A function reference (or its stand-in) gets ``standing_in(key)``, a class exercise's class
-    ``standing_in_class(key)``; ``key`` is ``module.name``, as the grader names the reference."""
+    ``standing_in_class(key)``; ``key`` is ``module.name``, as the grader names the reference. The module imports
+    :mod:`course_lib.edition.provided` plainly (it imports nothing of the course: no cycle)."""
     decorations: dict[str, str] = {}
     for exercise in exercises:
         ref = exercise.reference
@@ -314,12 +266,12 @@ def mark_references(root: Path, exercises: Sequence[Exercise]) -> list[str]:
         if not module or not name.isidentifier() or not _in_copy(root, module):
             continue
         kind = "standing_in_class" if inspect.isclass(ref) else "standing_in"
-        decorations[f"{module}.{name}"] = f"__import__('course_lib.edition.provided').edition.provided.{kind}" \
-                                          f"({module + '.' + name!r})"
+        decorations[f"{module}.{name}"] = f"course_lib.edition.provided.{kind}({module + '.' + name!r})"
     for module, names in keys_by_module(list(decorations)).items():
         path = _module_file(root, module)
         wanted = {n: decorations[f"{module}.{n}"] for n in names}
-        path.write_text(decorate_parts(path.read_text(encoding="utf-8"), wanted), encoding="utf-8")
+        path.write_text(decorate_parts(path.read_text(encoding="utf-8"), wanted,
+                                       ["import course_lib.edition.provided"]), encoding="utf-8")
     return sorted(decorations)
 
 
@@ -365,10 +317,9 @@ def strip_library(folder: Path, exercises: Sequence[Exercise] | None = None,
     mark_references(folder, exercises)
     data = root / "edition" / "data"
     store_calls([p for p in parts if p.key.startswith("course_lib.")], data, recorded)
-    judges = _store_judges(checked, root / "edition")
     for exercise in checked:
         fallback = getattr(exercise.reference, "__module__", "") + "." + exercise.reference.__name__
-        store_exercise(exercise, data, fallback, judges.get(exercise.name, ""))
+        store_exercise(exercise, data, fallback)
     manifest = {"parts": {p.key: {"exercise": p.exercise, "role": p.role, "kind": kinds[p.key],
                                   "through": list(BACKED[p.key].through) if kinds[p.key] == "backed" else []}
                           for p in parts},

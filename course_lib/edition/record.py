@@ -210,7 +210,7 @@ def install(parts: Mapping[str, str], path: str | Path, checks: str = "course_li
     """
     import sys
 
-    importlib.import_module("course_lib.checks")  # the course's exercises and ``checks``'s, looked up below
+    import course_lib.checks  # noqa: F401 - the course's exercises, looked up below with ``checks``'s
     importlib.import_module(checks)
     _PATH[:] = [Path(path)]
     _CAP[:] = [cap]

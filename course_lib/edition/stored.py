@@ -1,11 +1,12 @@
 """The class edition's checks and stored outputs: what a student's ``course_lib`` holds instead of answers.
 
 In the class edition, ``from course_lib.checks import check`` is this module's :func:`check`. It observes the
-learner's implementation on the exercise's public cases (stored as plain tensors at build time) as the grader
-does (output, inputs after the call, gradients, aliasing, training mode, what ran), judges that against the
-reference's observation stored beside them, and names a known mistake when the learner's output equals that
-mistake's stored output on the failing case: the hints work, with neither the reference nor the mistakes'
-code in the edition. The cells after a check go on with the learner's implementation when it
+learner's implementation on the exercise's public cases (stored as plain tensors at build time) as the notebook
+check does (output, inputs after the call, gradients, aliasing, training mode, what ran, how it read its input),
+and the one verdict of the course (:mod:`course_lib.exercises.verdict`) judges that against the reference's
+observation stored beside them, naming a known mistake when the learner's observation goes wrong as that
+mistake's stored observation does: the same verdict and hints as the notebook check, with neither the reference
+nor the mistakes' code in the edition. The cells after a check go on with the learner's implementation when it
 passed, otherwise with the edition's stand-in (PyTorch's own module, stored outputs, or a stand-in that
 says the answer is withheld).
 
@@ -25,34 +26,22 @@ import importlib
 import json
 import sys
 from collections import ChainMap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import torch
 
+from course_lib.exercises.compare import to_plain
 from course_lib.exercises.core import Case
-from course_lib.exercises.feedback import (
-    ERROR,
-    FAILED,
-    INVALID,
-    NOT_DEFINED,
-    NOT_IMPLEMENTED,
-    PASSED,
-    WEIGHTS_HINT,
-    CheckResult,
-    compare_outputs,
-    inputs_as_plain,
-    kind_hint,
-    to_plain,
-)
-from course_lib.exercises.observation import WeightsMismatchError
+from course_lib.exercises.judges import JUDGES
+from course_lib.exercises.passes import resolve_access_check
+from course_lib.exercises.verdict import NOT_DEFINED, CheckResult, KnownMistake, Rules, run_cases
 
-__all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "check", "run_check", "stored_call", "served",
-           "fallback_words", "withheld", "call_digest", "load_exercise", "stored_exercises", "lookup"]
+__all__ = ["AnswerWithheld", "DATA", "ORDER", "add_data_folder", "remove_data_folder", "check", "run_check",
+           "rules_of", "stored_call", "served", "fallback_words", "withheld", "call_digest", "load_exercise",
+           "stored_exercises", "lookup"]
 
 #: Where the edition's stored data lives: one ``<exercise>.pt`` per exercise and ``calls.pt``.
 DATA = Path(__file__).resolve().parent / "data"
@@ -209,6 +198,13 @@ def add_data_folder(folder: Path) -> None:
         _FOLDERS.append(folder)
 
 
+def remove_data_folder(folder: Path) -> None:
+    """Stop looking for stored data in ``folder`` (added by :func:`add_data_folder`)."""
+    folder = Path(folder)
+    if folder in _FOLDERS and folder != DATA:
+        _FOLDERS.remove(folder)
+
+
 def load_exercise(name: str) -> dict[str, Any]:
     """The stored data of exercise ``name`` (public cases, expected outputs, mistakes' outputs and hints)."""
     for folder in _FOLDERS:
@@ -243,102 +239,35 @@ def _plain(value: Any) -> Any:
     return to_plain(value)
 
 
-def _judge(data: dict[str, Any]) -> Callable[[Case, Any, Any], list[str]] | None:
-    judge = data.get("judge")
-    if not judge:
-        return None
-    module, _, name = judge.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+def rules_of(data: dict[str, Any]) -> Rules:
+    """The verdict's rules of an exercise from its stored data (no reference, no mistake's code)."""
+    return Rules(name=str(data["name"]), atol=float(data["atol"]), rtol=float(data["rtol"]),
+                 argument_names=tuple(data["argument_names"]), compare=JUDGES.get(str(data["judge"])),
+                 forbidden_calls=tuple(data["forbidden"]), forbidden_ops=tuple(data["forbidden_ops"]),
+                 forbidden_hint=str(data.get("forbidden_hint", "")), access_check=resolve_access_check(data["access"]),
+                 differentiable=bool(data["differentiable"]), train_mode=bool(data["train_mode"]), seed=data["seed"])
 
 
-def _problems(data: dict[str, Any], case: Case, expected: Any, got: Any) -> list[str]:
-    judge = _judge(data)
-    if judge is None:
-        return compare_outputs(expected, got, data["atol"], data["rtol"])
-    try:
-        return [str(p) for p in judge(case, expected, got)]
-    except Exception as err:  # noqa: BLE001 - an output the judge cannot read is a wrong output
-        return [f"output: could not be judged ({type(err).__name__}: {str(err)[:200]})"]
+def _stored_mistake(mistake: dict[str, Any]) -> KnownMistake:
+    observations = mistake["observations"]
 
-
-def _kinds(value: Any) -> list[str]:
-    if isinstance(value, list):
-        return [kind for item in value for kind in _kinds(item)]
-    return [value.dtype.kind] if isinstance(value, np.ndarray) else [type(value).__name__]
-
-
-def _diagnose(data: dict[str, Any], index: int, case: Case, expected: Any, got: Any) -> str:
-    """The hint of the first known mistake whose stored output on case ``index`` matches the learner's."""
-    judged = _judge(data) is not None
-    learner = {p.split(":", 1)[0] for p in _problems(data, case, expected, got)} if judged else set()
-    for mistake in data["mistakes"]:
-        wrong = mistake["outputs"][index]
-        if wrong is None:
-            continue
-        wrong = _plain(wrong)
-        if judged:
-            if learner and {p.split(":", 1)[0] for p in _problems(data, case, expected, wrong)} == learner:
-                return mistake["hint"]
-        elif _kinds(wrong) == _kinds(got) and not compare_outputs(wrong, got, data["atol"], data["rtol"]):
-            return mistake["hint"]
-    return ""
-
-
-def _error_verdict(name: str, err: BaseException, label: str, index: int, total: int) -> CheckResult:
-    """The verdict for an exception raised by the learner's code on one case (as the self-study check says it)."""
-    if isinstance(err, NotImplementedError):
-        return CheckResult(name, NOT_IMPLEMENTED, "replace `raise NotImplementedError()` with your code, then run "
-                           "this cell again.", cases_total=total)
-    if isinstance(err, WeightsMismatchError):
-        return CheckResult(name, FAILED, str(err), label, WEIGHTS_HINT, index, total)
-    return CheckResult(name, ERROR, f"your code raised {type(err).__name__}: {err}", label, cases_passed=index,
-                       cases_total=total)
-
-
-def _judged_as(data: dict[str, Any], impl: Any) -> SimpleNamespace:
-    """What :func:`~course_lib.exercises.observation.observation_problems` reads of an exercise, from its stored
-    data (the learner's ``impl`` names the arguments, as the reference would: the signature is the stub's)."""
-    return SimpleNamespace(reference=impl, atol=data["atol"], rtol=data["rtol"], compare=_judge(data),
-                           forbidden_calls=tuple(data["forbidden"]), forbidden_ops=tuple(data["forbidden_ops"]),
-                           forbidden_hint=str(data.get("forbidden_hint", "")))
+    def observed(index: int, case: Case) -> dict[str, Any] | None:
+        found = observations[index] if index < len(observations) else None
+        return None if found is None else _plain(found)
+    return KnownMistake(str(mistake["name"]), str(mistake["hint"]), str(mistake.get("detail", "")), observed)
 
 
 def run_check(name: str, impl: Any) -> CheckResult:
     """Run exercise ``name``'s stored public cases on ``impl``; the verdict, not printed.
 
-    The self-study edition's check and the grader's judge, on the same cases: each call is observed
-    (:func:`~course_lib.exercises.observation.observe`: the output, the inputs after the call, the gradients,
-    which inputs the output shares memory with, the output in training mode, what ran) and judged against
-    the reference's observation stored at build time (:func:`~course_lib.exercises.observation.
-    observation_problems`). A wrong output is matched against the mistakes' stored outputs for a hint.
+    The notebook check's verdict (:func:`course_lib.exercises.verdict.run_cases`) on the same cases, with the
+    reference's observations and the known mistakes' observations read from the stored data instead of run.
     """
-    from course_lib.exercises.observation import observation_problems, observe, plain_observation
-
     data = load_exercise(name)
     cases = [_case(entry) for entry in data["cases"]]
-    total = len(cases)
-    if impl is None or not callable(impl) or (data["is_class"] and not isinstance(impl, type)):
-        kind = "class (the class itself, not an instance)" if data["is_class"] else "function"
-        return CheckResult(name, INVALID, f"check({name!r}, ...) expected your {kind}, got {type(impl).__name__}",
-                           cases_total=total)
-    judged = _judged_as(data, impl)
-    for i, case in enumerate(cases):
-        try:
-            got = plain_observation(observe(impl, case, grad=data["grad"], differentiable=data["differentiable"],
-                                            seed=data["seed"], train_mode=data["train_mode"],
-                                            watch=judged.forbidden_calls, trace=True))
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
-            return _error_verdict(name, err, case.label, i, total)
-        expected = _plain(data["observations"][i])
-        problems = observation_problems(judged, case, expected, got, inputs_as_plain(case), threads=False)
-        if problems:
-            first = problems[0]
-            hint = _diagnose(data, i, case, expected["output"], got["output"]) if first.kind == "output" else ""
-            return CheckResult(name, FAILED, "\n".join(p.message for p in problems if p.kind == first.kind),
-                               case.label, hint or kind_hint(judged, first.kind), i, total)
-    return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
+    observations = data["observations"]
+    return run_cases(rules_of(data), impl, cases, lambda index, case: _plain(observations[index]),
+                     [_stored_mistake(m) for m in data["mistakes"]], bool(data["is_class"]))
 
 
 def _fallback(data: dict[str, Any]) -> Any:

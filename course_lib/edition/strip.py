@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 __all__ = ["replace_parts", "decorate_parts"]
 
@@ -85,14 +85,34 @@ def _find(body: list[ast.stmt], qualname: str) -> ast.stmt | None:
     return None
 
 
-def decorate_parts(source: str, decorators: Mapping[str, str]) -> str:
+def decorate_parts(source: str, decorators: Mapping[str, str], imports: Sequence[str] = ()) -> str:
     """``source`` with each part named in ``decorators`` (``"f"``, ``"Class"``, ``"Class.method"``) given the
-    decorator its value spells (an expression, outermost), e.g. ``standing_in('module.f')``. Raises
-    ``KeyError`` naming a part the source does not define."""
+    decorator its value spells (an expression, outermost), e.g. ``provided.standing_in('module.f')``, and the
+    import statements ``imports`` that the decorators need (after the docstring and ``from __future__``
+    imports). Raises ``KeyError`` naming a part the source does not define.
+
+    Example:
+        >>> print(decorate_parts("def f(x):\\n    return x\\n", {"f": "functools.cache"}, ["import functools"]))
+        import functools
+        <BLANKLINE>
+        @functools.cache
+        def f(x):
+            return x
+        <BLANKLINE>
+    """
     tree = ast.parse(source)
     for qualname, expression in decorators.items():
         node = _find(tree.body, qualname)
         if node is None:
             raise KeyError(f"decorate_parts: the source defines no {qualname}")
         node.decorator_list.insert(0, ast.parse(expression, mode="eval").body)
+    head = 0
+    while head < len(tree.body) and (_is_docstring(tree.body[head]) or (
+            isinstance(tree.body[head], ast.ImportFrom) and tree.body[head].module == "__future__")):
+        head += 1
+    tree.body[head:head] = [statement for text in imports for statement in ast.parse(text).body]
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)

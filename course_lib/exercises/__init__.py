@@ -1,9 +1,11 @@
 """The exercise mechanism: declare an exercise once; check it in a notebook, test it, grade it.
 
-See :mod:`course_lib.exercises.core` (declarations), :mod:`course_lib.exercises.feedback` (the
-in-notebook check) and :mod:`course_lib.exercises.notebooks` (cell metadata, solved and student versions).
+See :mod:`course_lib.exercises.core` (declarations), :mod:`course_lib.exercises.verdict` (every verdict),
+:mod:`course_lib.exercises.feedback` (the in-notebook check) and :mod:`course_lib.exercises.notebooks` (cell
+metadata, solved and student versions).
 """
 
+from .compare import compare_outputs, to_plain
 from .core import (
     Case,
     Exercise,
@@ -18,7 +20,8 @@ from .core import (
     run_case,
     validate_exercise,
 )
-from .feedback import CheckResult, check, compare_outputs, output_problems, run_check, to_plain
+from .feedback import check, run_check
+from .verdict import CheckResult, output_problems
 
 __all__ = [
     "Case",

@@ -30,10 +30,10 @@ from typing import Any
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from .core import Exercise, run_case
+from .core import Exercise
 from .execute import check_statuses, execute_notebook
-from .feedback import output_problems, to_plain
 from .notebooks import check_metadata, exercise_metadata, notebook_metadata
+from .verdict import check_exercise
 
 __all__ = ["md", "code", "exercise_cell", "check_cell", "write_notebook", "kernel_metadata", "load_notebook",
            "run_smoke", "check_statuses", "agrees"]
@@ -116,17 +116,6 @@ def run_smoke(nb: nbformat.NotebookNode, cwd: str | Path, allow_errors: bool = F
 
 
 def agrees(ex: Exercise, impl: Callable[..., Any], which: str, seed: int) -> bool:
-    """True when ``impl`` matches exercise ``ex``'s reference on every case of ``which`` (public or hidden), and
-    reads its input as the exercise asks where it has an ``access_check``."""
-    for case in ex.cases(which, seed=seed):
-        expected = to_plain(run_case(ex.reference, case, grad=ex.grad, seed=ex.seed))
-        try:
-            got = to_plain(run_case(impl, case, grad=ex.grad, differentiable=ex.differentiable,
-                                    forbidden=ex.forbidden_calls, seed=ex.seed))
-            if ex.access_check is not None and ex.access_check(impl, case):
-                return False
-        except Exception:  # noqa: BLE001 - an implementation that raises does not agree
-            return False
-        if output_problems(ex, case, expected, got):
-            return False
-    return True
+    """True when the check passes ``impl`` on every case of ``which`` (public, or hidden drawn with ``seed``):
+    the notebook check's verdict (:func:`course_lib.exercises.verdict.check_exercise`), on the cases asked for."""
+    return check_exercise(ex, impl, which, seed).passed

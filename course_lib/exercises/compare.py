@@ -2,8 +2,8 @@
 
 :func:`to_plain` turns outputs into plain data (NumPy arrays, lists); :func:`compare_outputs` says what
 differs (exact shapes and dtypes, booleans stay booleans, integers stay integers, NaN fails, tolerances);
-:func:`output_problems` adds an exercise's own ``compare`` for random answers. ``course_lib.exercises.feedback``
-re-exports them (their documented home), and :mod:`course_lib.exercises.observation` judges with them.
+:mod:`course_lib.exercises.verdict` judges with them (and with an exercise's own ``compare`` for a random
+answer).
 
 Example:
     >>> import numpy as np
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["to_plain", "compare_outputs", "output_problems", "describe_value"]
+__all__ = ["to_plain", "compare_outputs", "describe_value"]
 
 
 def to_plain(value: Any) -> Any:
@@ -101,17 +101,3 @@ def compare_outputs(expected: Any, got: Any, atol: float, rtol: float, where: st
     idx = tuple(int(i) for i in idx)
     return [f"{where}: values differ (largest error {float(err[idx]):.4g} at index {list(idx)}: "
             f"expected {float(e64[idx]):.6g}, got {float(g64[idx]):.6g})"]
-
-
-def output_problems(exercise: Any, case: Any, expected: Any, got: Any) -> list[str]:
-    """What is wrong with the plain output ``got`` on ``case`` (nothing: it is right).
-
-    Equality with the reference's output ``expected`` (:func:`compare_outputs`), or the exercise's own
-    ``compare`` for an exercise whose answer is random. Used by the check and by the grading command alike.
-    """
-    if exercise.compare is not None:
-        try:
-            return [str(problem) for problem in exercise.compare(case, expected, got)]
-        except Exception as err:  # noqa: BLE001 - an output the judge cannot read is a wrong output
-            return [f"output: could not be judged ({type(err).__name__}: {str(err)[:200]})"]
-    return compare_outputs(expected, got, exercise.atol, exercise.rtol)

@@ -120,8 +120,6 @@ class Exercise:
         also_correct: correct implementations written differently; the tests assert each is accepted.
         atol, rtol: tolerance of the comparison (``torch.allclose`` semantics).
         summary: one sentence saying what the learner implements (shown in reports).
-        grad: run the cases with autograd enabled (no exercise of the course sets it); to judge gradients,
-            use ``differentiable``.
         differentiable: the result is trained through in the notebooks, so it must carry gradients: the
             checks make the floating-point inputs require grad, run the case and backpropagate through the
             output (see :func:`run_case`). Catches ``.item()``/``.numpy()``/``torch.tensor(...)`` that cut the
@@ -144,7 +142,7 @@ class Exercise:
             must equal the reference's within ``atol``/``rtol``. It runs in the grader's own process on the
             untrusted output, so it must accept any plain value without raising.
         forbidden_hint: what the learner reads when the record shows a forbidden call or operation: what to
-            build instead (default: the generic :data:`~course_lib.exercises.feedback.FORBIDDEN_CALL_HINT`).
+            build instead (default: the generic :data:`~course_lib.exercises.verdict.FORBIDDEN_CALL_HINT`).
         access_check: for an exercise about *how* a result is computed, when the output cannot tell (an online
             softmax equals a two-pass one): ``access_check(impl, case)`` calls the implementation once more on
             the case under its own instrumentation and returns the problems found, each ``"kind: message"``
@@ -163,7 +161,6 @@ class Exercise:
     atol: float = 1e-5
     rtol: float = 1e-4
     summary: str = ""
-    grad: bool = False
     differentiable: bool = False
     forbidden_calls: Sequence[str] = ()
     forbidden_ops: Sequence[str] = ()
@@ -303,8 +300,8 @@ class _Tripwire:
                                  f"yourself from smaller operations")
 
 
-def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, differentiable: bool = False,
-             forbidden: Sequence[str] = (), seed: int | None = None) -> Any:
+def run_case(impl: Callable[..., Any], case: Case, differentiable: bool = False, forbidden: Sequence[str] = (),
+             seed: int | None = None) -> Any:
     """Call ``impl`` on ``case`` and return its output; raise on the problems a single call shows.
 
     A class is constructed first (``case.init``), given ``case.state``'s weights and put in eval mode.
@@ -312,36 +309,28 @@ def run_case(impl: Callable[..., Any], case: Case, grad: bool = False, different
     :class:`InputModifiedError`. With ``differentiable``, a floating output that carries no gradient back to
     the inputs (or the module's weights) raises :class:`NotDifferentiableError`. The functions named in
     ``forbidden`` raise :class:`ForbiddenCallError` while it runs (:func:`forbid_calls`). With ``seed``,
-    PyTorch's global generator is seeded for the call and restored afterwards. The checks and the grader
-    judge more than this, from :func:`course_lib.exercises.observation.observe`'s record of the call.
+    PyTorch's global generator is seeded for the call and restored afterwards. The messages are the verdict's
+    (:mod:`course_lib.exercises.verdict`), which judges everything else a check judges from the same observation.
     """
     from .compare import to_plain
-    from .observation import observe, same_plain
+    from .observation import argument_names, observe
+    from .verdict import disconnected_problem, inputs_as_plain, modified_problem
 
     with forbid_calls(forbidden, impl):
-        obs = observe(impl, case, grad=grad, differentiable=differentiable, seed=seed)
-    before = to_plain([*case.args, *[case.kwargs[k] for k in sorted(case.kwargs)]])
-    after = to_plain(list(obs.inputs_after))
-    names = [*_argument_names(impl, len(case.args)), *sorted(case.kwargs)]
-    changed = [names[i] for i, (b, a) in enumerate(zip(before, after, strict=True)) if not same_plain(b, a)]
-    if changed:
-        raise InputModifiedError(
-            f"your code changed its input {', '.join(repr(n) for n in changed)} in place; the caller's tensor "
-            f"must stay as it was (compute a new tensor: x = x - m, not x -= m; clone() before assigning "
-            f"into a copy)")
-    if differentiable and (obs.gradient_error or not all(obs.connected) or (
-            obs.grads is not None and obs.grads and all(g is None for g in obs.grads)
-            and not any(g is not None for g in (obs.param_grads or {}).values()))):
-        raise NotDifferentiableError(obs.gradient_error or (
-            "an output is not connected to the inputs' gradients (it was computed off the autograd graph): "
-            "the result is right but a model trained through it would not learn"))
+        obs = observe(impl, case, differentiable=differentiable, seed=seed)
+    names = [*argument_names(impl, len(case.args)), *sorted(case.kwargs)]
+    modified = modified_problem(names, inputs_as_plain(case), to_plain(list(obs.inputs_after)))
+    if modified is not None:
+        raise InputModifiedError(modified.message + " (compute a new tensor: x = x - m, not x -= m; clone() "
+                                 "before assigning into a copy)")
+    if differentiable:
+        cut = disconnected_problem([True] * len(obs.connected), list(obs.connected))
+        nothing_flows = obs.grads is not None and obs.grads and all(g is None for g in obs.grads) \
+            and not any(g is not None for g in (obs.param_grads or {}).values())
+        if obs.gradient_error or cut is not None or nothing_flows:
+            raise NotDifferentiableError(obs.gradient_error or (cut.message if cut is not None else
+                                                                "no gradient reaches any input or weight"))
     return obs.output
-
-
-def _argument_names(impl: Callable[..., Any], n_args: int) -> list[str]:
-    from .observation import argument_names
-
-    return argument_names(impl, n_args)
 
 
 def register(exercise: Exercise) -> Exercise:
@@ -398,20 +387,19 @@ def validate_exercise(exercise: Exercise, seeds: Sequence[int] = (0,)) -> None:
                 validate_plain(None if case.init is None else dict(case.init), f"{where} init")
                 validate_plain(None if case.state is None else dict(case.state), f"{where} state")
                 try:
-                    run_case(exercise.reference, case, grad=exercise.grad, seed=exercise.seed)
+                    run_case(exercise.reference, case, seed=exercise.seed)
                 except Exception as err:  # noqa: BLE001 - reported as a declaration error
                     raise ExerciseDefinitionError(
                         f"{where}: the reference rejects it ({type(err).__name__}: {err})"
                     ) from err
 
 
-# Packages whose modules declare exercises. The course's own checks are known from the start, so that every
-# entry point (check, run_check, get_exercise, the grader, the edition) finds the course's exercises by name
-# without a prior import; an assignment's package adds itself. A package that holds a table ``EXERCISES``
-# ({module: exercise names}) is looked up in it; any other has every module imported. A package that is absent
-# (the grading sandbox's copy of the library has no checks) is skipped. The mechanism imports no package's code
-# until an exercise is looked up.
-_PACKAGES: list[str] = ["course_lib.checks"]
+# Packages whose modules declare exercises, each added by the package itself when it is imported (the course's
+# ``course_lib.checks``, an assignment's package): the mechanism names no package of exercises, so that the
+# checks import the mechanism and never the other way round. A package that holds a table ``EXERCISES``
+# ({module: exercise names}) is looked up in it; any other has every module imported. The mechanism imports no
+# declaring module until an exercise is looked up.
+_PACKAGES: list[str] = []
 
 
 def add_exercise_package(package: str) -> None:
@@ -426,13 +414,8 @@ def add_exercise_package(package: str) -> None:
 
 
 def _package(package: str) -> Any:
-    """The package ``package`` imported, or None when it is not there (only that package may be missing)."""
-    try:
-        return importlib.import_module(package)
-    except ModuleNotFoundError as err:
-        if err.name is not None and (package == err.name or package.startswith(err.name + ".")):
-            return None
-        raise
+    """The exercise package ``package`` (imported: it added itself), or None when it is gone."""
+    return sys.modules.get(package)
 
 
 def _declaring_modules(package: str, name: str | None) -> list[str]:
@@ -458,8 +441,9 @@ def _import_declaring(name: str | None) -> None:
 def get_exercise(name: str) -> Exercise:
     """The registered exercise called ``name``; the module that declares it is imported on first use.
 
-    Searched: the exercises registered so far, then the exercise packages (the course's ``course_lib.checks``,
-    known from the start, and those given to :func:`add_exercise_package`) by their tables.
+    Searched: the exercises registered so far, then the exercise packages (those given to
+    :func:`add_exercise_package`: the course's ``course_lib.checks`` adds itself when it is imported) by their
+    tables.
     """
     if name not in _REGISTRY:
         _import_declaring(name)
@@ -468,7 +452,8 @@ def get_exercise(name: str) -> Exercise:
     except KeyError:
         tables = [getattr(_package(p), "EXERCISES", {}) for p in _PACKAGES]
         known = ", ".join(sorted(set(_REGISTRY).union(*(n for t in tables for n in t.values())))) or "none"
-        raise KeyError(f"no exercise called {name!r}; known exercises: {known}") from None
+        raise KeyError(f"no exercise called {name!r}; known exercises: {known} (the package that declares it must "
+                       f"be imported first: `import course_lib.checks` for the course's)") from None
 
 
 def registered_exercises(notebook: str | None = None) -> list[Exercise]:

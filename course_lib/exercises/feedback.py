@@ -1,317 +1,33 @@
-"""The in-notebook check: run a learner's implementation on the public cases and explain the verdict.
+"""The in-notebook check: run a learner's implementation on the public cases and print the verdict.
 
 The check is advisory feedback for the learner (it runs in the learner's own kernel, where anything can be
-changed); the grading command decides points in a process of its own. A check never raises on a learner's
-mistake: it prints a verdict and returns what the notebook should go on with (the learner's
-implementation when it passed, the course's reference otherwise).
+changed); the grading command decides points in a process of its own. Both take their verdict from
+:mod:`course_lib.exercises.verdict`. A check never raises on a learner's mistake: it prints a verdict and returns
+what the notebook should go on with (the learner's implementation when it passed, the course's reference
+otherwise).
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
-import traceback
 from collections import ChainMap
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from . import cells
-from .compare import compare_outputs, describe_value, output_problems, to_plain  # noqa: F401 (re-exported)
-from .core import Case, Exercise, Mistake, get_exercise, run_case
+from .core import Exercise, get_exercise
+from .verdict import FAILED, NOT_IMPLEMENTED, CheckResult, check_exercise, quoted_code
 
-__all__ = ["CheckResult", "check", "run_check", "compare_outputs", "output_problems", "to_plain", "PASSED", "FAILED",
-           "NOT_IMPLEMENTED", "NOT_DEFINED", "ERROR", "INVALID", "FORBIDDEN_CALL_HINT", "WEIGHTS_HINT", "KIND_HINTS",
-           "kind_hint", "diagnose_observation", "find_mistake", "reference_observation", "inputs_as_plain"]
-
-PASSED, FAILED, NOT_IMPLEMENTED, ERROR, INVALID = "passed", "failed", "not implemented yet", "error", "invalid"
-NOT_DEFINED = "not defined"
-NOT_DIFFERENTIABLE_HINT = (
-    "stay in torch operations: .item(), .tolist(), .numpy(), float() and torch.tensor(...) cut the graph, "
-    "and an in-place write into a tensor autograd still needs (w[mask] = 0 after a softmax) breaks backward; "
-    "use torch.where or masked_fill, which return new tensors.")
-WEIGHTS_HINT = ("keep the layers the stub's __init__ creates, with the same names and sizes (self.w_q, ...): the "
-                "check gives your module the course's weights by name, so that equal code gives equal numbers.")
-FORBIDDEN_CALL_HINT = ("this exercise asks you to build the function from smaller operations: the check sees "
-                       "which of PyTorch's operations ran, so the library function that does it all counts "
-                       "whatever name it is reached by.")
-_SYMBOL = {PASSED: "✅", FAILED: "❌", NOT_IMPLEMENTED: "⏳", NOT_DEFINED: "❓", ERROR: "💥", INVALID: "⚠️"}
-
-
-@dataclass
-class CheckResult:
-    """The verdict of one check: status, the case that decided it, and what to tell the learner."""
-
-    exercise: str
-    status: str
-    message: str = ""
-    case: str = ""
-    hint: str = ""
-    cases_passed: int = 0
-    cases_total: int = 0
-    detail: str = ""  # the hint's second, code-level step (printed by check when it is asked again)
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASSED
-
-    def __str__(self) -> str:
-        head = f"{_SYMBOL.get(self.status, '')} {self.exercise}: {self.status}"
-        if self.status == PASSED:
-            return f"{head} ({self.cases_passed}/{self.cases_total} cases)"
-        lines = [head + (f" on case {self.case!r} ({self.cases_passed}/{self.cases_total} passed before it)"
-                         if self.case else "")]
-        if self.message:
-            lines += [f"   {line}" for line in self.message.splitlines()]
-        if self.hint:
-            lines.append(f"   hint: {self.hint}")
-        return "\n".join(lines)
-
-
-def _quoted(code: str, offset: int | None = None) -> str:
-    """A line of code on a line of its own, indented (never inside parentheses of the message, whose closing one
-    would read as part of the code), with a caret under column ``offset`` (1-based, in ``code``) when known."""
-    text = code.rstrip("\n")
-    shown = text.strip()
-    if not shown:
-        return ""
-    quoted = f"\n    {shown}"
-    if offset is not None and offset > 0:
-        column = min(max(offset - 1 - (len(text) - len(text.lstrip())), 0), len(shown))
-        quoted += "\n    " + " " * column + "^"
-    return quoted
-
-
-def _user_frame(err: BaseException) -> str:
-    """The innermost traceback line that is the learner's code (not torch's, not course_lib's): "at line N:" and
-    the code on its own line."""
-    frames = traceback.extract_tb(err.__traceback__)
-    for fr in reversed(frames):
-        name = fr.filename.replace("\\", "/")
-        if "/torch/" in name or "/course_lib/exercises/" in name:
-            continue
-        quoted = _quoted(fr.line or "")
-        return f"at line {fr.lineno}:{quoted}" if quoted else f"at line {fr.lineno}"
-    return ""
-
-
-def _crash_mistake(exercise: Exercise, case: Case, err: BaseException) -> Mistake | None:
-    """The first known mistake that raises the same kind of error on ``case`` (a crash can be a known mistake:
-    the learning-rate schedule without its step-0 guard divides by zero)."""
-    for mistake in exercise.mistakes:
-        try:
-            run_case(mistake.impl, case, grad=exercise.grad, seed=exercise.seed)
-        except type(err):
-            return mistake
-        except Exception:  # noqa: BLE001 - another error says nothing about this one
-            continue
-    return None
-
-
-def _shape_hint(problem: str) -> str:
-    if "contains NaN" in problem:
-        return ("NaN usually comes from exp() of a large number, from 0/0, or from a softmax over a row that "
-                "is entirely -inf.")
-    if "expected shape" in problem:
-        return "compare the shapes step by step (print x.shape after each line)."
-    if "boolean" in problem:
-        return "return a torch.bool tensor: comparisons such as a <= b give one."
-    return ""
-
-
-#: The hint for each kind of problem an observation shows (an output's own hint comes from the known mistakes).
-KIND_HINTS = {
-    "modified": "work on a copy: an in-place operation (-=, /=, x[...] = ..., .add_()) on an argument changes "
-                "the caller's tensor too.",
-    "gradient": NOT_DIFFERENTIABLE_HINT,
-    "gradient-values": "the output is right on this case but its gradients are not. Either the gradient is cut "
-                       "somewhere (a .detach() or a value taken out of PyTorch makes a step a constant to "
-                       "autograd, though it depends on the input), or the result depends on an input it should "
-                       "not (or not on one it should), which these inputs happen to hide. Check which argument "
-                       "feeds each step.",
-    "alias": "return a new tensor built by your operations (or x.clone()), not the argument itself.",
-    "train": "in evaluation mode your module is right; in training mode it is not, so dropout is missing or in "
-             "another place: apply it exactly where the exercise's text says.",
-    "forbidden": FORBIDDEN_CALL_HINT,
-    "record": "the check records which operations your code runs: an exercise's function must not switch that "
-              "record off or hand its work to another thread or process.",
-    "access": "the numbers are right, but the exercise asks for them to be computed in a particular way, and the "
-              "check watches how your code reads its input: read the exercise's text again.",
-}
-
-
-def kind_hint(exercise: Any, kind: str) -> str:
-    """The hint for a kind of problem (:data:`KIND_HINTS`); for a forbidden call or operation, the exercise's own
-    ``forbidden_hint`` when it has one (what to build instead of the PyTorch function it refuses)."""
-    if kind == "forbidden" and getattr(exercise, "forbidden_hint", ""):
-        return str(exercise.forbidden_hint)
-    return KIND_HINTS.get(kind, "")
-
-
-def inputs_as_plain(case: Case) -> list[Any]:
-    """A case's inputs as plain data, positional then keyword (sorted), as observations record them after."""
-    return to_plain([*case.args, *[case.kwargs[k] for k in sorted(case.kwargs)]])
-
-
-def reference_observation(exercise: Exercise, case: Case) -> dict[str, Any]:
-    """The reference's plain observation on ``case``: what a learner's is judged against."""
-    from .observation import observe, plain_observation
-
-    return plain_observation(observe(exercise.reference, case, grad=exercise.grad,
-                                     differentiable=exercise.differentiable, seed=exercise.seed,
-                                     train_mode=exercise.train_mode))
+__all__ = ["check", "run_check"]
 
 
 def run_check(name: str, impl: Any, seed: int = 0) -> CheckResult:
     """Run exercise ``name``'s public cases on ``impl`` and return the verdict without printing it.
 
-    Each case is observed (:func:`course_lib.exercises.observation.observe`, what ran traced) and judged
-    against the reference's observation by :func:`~course_lib.exercises.observation.observation_problems`,
-    the grader's judge too: the check and the grader agree on every honest answer.
+    Each case is observed (what ran traced, the access check run) and judged against the reference's
+    observation by :mod:`course_lib.exercises.verdict`, the grader's judge too: the check and the grader agree.
     """
-    from .observation import WeightsMismatchError, observation_problems, observe, plain_observation
-
-    exercise: Exercise = get_exercise(name)
-    cases = exercise.cases("public", seed=seed)
-    total = len(cases)
-    kind = "class" if exercise.is_class else "function"
-    if impl is None or not callable(impl):
-        return CheckResult(name, INVALID, f"check({name!r}, ...) expected your {kind}, got {describe_value(impl)}.",
-                           cases_total=total)
-    if exercise.is_class and not inspect.isclass(impl):
-        return CheckResult(name, INVALID, f"check({name!r}, ...) expected a class (pass the class itself, "
-                           f"not an instance), got {describe_value(impl)}.", cases_total=total)
-    for i, case in enumerate(cases):
-        try:
-            got = plain_observation(observe(impl, case, grad=exercise.grad, differentiable=exercise.differentiable,
-                                            seed=exercise.seed, train_mode=exercise.train_mode,
-                                            watch=exercise.forbidden_calls, trace=True,
-                                            access=exercise.access_check))
-        except NotImplementedError:
-            return CheckResult(name, NOT_IMPLEMENTED,
-                               "replace `raise NotImplementedError()` with your code, then run this cell again.",
-                               cases_total=total)
-        except WeightsMismatchError as err:
-            return CheckResult(name, FAILED, str(err), case.label, WEIGHTS_HINT, i, total)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as err:  # noqa: BLE001 - a learner's error (even sys.exit()) becomes a verdict
-            where = _user_frame(err)
-            message = f"your code raised {type(err).__name__}: {err}" + (f"\n{where}" if where else "")
-            known = _crash_mistake(exercise, case, err) if isinstance(err, Exception) else None
-            return CheckResult(name, ERROR, message, case.label, known.hint if known else "", i, total,
-                               detail=known.detail if known else "")
-        problems = observation_problems(exercise, case, reference_observation(exercise, case), got,
-                                        inputs_as_plain(case), threads=False)  # a kernel has threads of its own
-        if problems:
-            first = problems[0]
-            mistake = find_mistake(exercise, case, got, first.kind)
-            hint = mistake.hint if mistake is not None else kind_hint(exercise, first.kind)
-            if first.kind == "output":
-                hint = hint or _shape_hint(first.message)
-            return CheckResult(name, FAILED, "\n".join(p.message for p in problems if p.kind == first.kind),
-                               case.label, hint, i, total, detail=mistake.detail if mistake is not None else "")
-    return CheckResult(name, PASSED, cases_passed=total, cases_total=total)
-
-
-def _problem_kinds(problems: list[str]) -> set[str]:
-    """The kinds of a ``compare`` function's problems: the text before the first colon of each."""
-    return {problem.split(":", 1)[0] for problem in problems}
-
-
-def _diagnose(exercise: Exercise, case: Case, got: Any) -> str:
-    """The hint of the first known mistake whose output equals the learner's on this case ("" if none)."""
-    mistake = _diagnose_mistake(exercise, case, got)
-    return "" if mistake is None else mistake.hint
-
-
-def _diagnose_mistake(exercise: Exercise, case: Case, got: Any) -> Mistake | None:
-    """The first known mistake whose output equals the learner's on this case.
-
-    For an exercise judged by its own ``compare`` (a random answer, never equal to anything), the first
-    mistake that shows the same kinds of problems as the learner's output, run with the same seed.
-    """
-    learner_kinds = None
-    if exercise.compare is not None:
-        expected = to_plain(run_case(exercise.reference, case, grad=exercise.grad, seed=exercise.seed))
-        learner_kinds = _problem_kinds(output_problems(exercise, case, expected, got))
-    for mistake in exercise.mistakes:
-        try:
-            wrong = to_plain(run_case(mistake.impl, case, grad=exercise.grad, seed=exercise.seed))
-        except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
-            continue
-        if learner_kinds is not None:
-            if learner_kinds and _problem_kinds(output_problems(exercise, case, expected, wrong)) == learner_kinds:
-                return mistake
-        elif _dtype_kinds(wrong) == _dtype_kinds(got) and not compare_outputs(wrong, got, exercise.atol,
-                                                                              exercise.rtol):
-            return mistake
-    return None
-
-
-diagnose = _diagnose  # the grader's name for it (it judges outputs outside the notebook)
-
-#: Which part of an observation a kind of problem is about, to find the known mistake that shows the same.
-_ASPECT = {"gradient-values": "grads", "train": "train_output"}
-
-
-def find_mistake(exercise: Exercise, case: Case, got: dict[str, Any], kind: str) -> Mistake | None:
-    """The first known mistake that goes wrong the same way as the learner's observation ``got``: the same
-    output (``kind`` "output"), the same gradients, or the same output in training mode."""
-    if kind == "output":
-        return _diagnose_mistake(exercise, case, got.get("output"))
-    if kind == "access":
-        return _access_mistake(exercise, case, got)
-    aspect = _ASPECT.get(kind)
-    if aspect is None:
-        return None
-    from .observation import observe, plain_observation
-
-    for mistake in exercise.mistakes:
-        try:
-            wrong = plain_observation(observe(mistake.impl, case, grad=exercise.grad,
-                                              differentiable=exercise.differentiable, seed=exercise.seed,
-                                              train_mode=exercise.train_mode))
-            if wrong.get(aspect) is not None and not compare_outputs(wrong[aspect], got.get(aspect), exercise.atol,
-                                                                     exercise.rtol):
-                return mistake
-        except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
-            continue
-    return None
-
-
-def _access_kind(found: Any) -> str:
-    """The kind of the first problem an access check found ("" for none): the text before its colon."""
-    return str(found[0]).split(":", 1)[0] if isinstance(found, list) and found else ""
-
-
-def _access_mistake(exercise: Exercise, case: Case, got: dict[str, Any]) -> Mistake | None:
-    """The first known mistake whose right output comes from reading the input the same wrong way."""
-    kind = _access_kind(got.get("access"))
-    if not kind or exercise.access_check is None:
-        return None
-    for mistake in exercise.mistakes:
-        try:
-            if _access_kind(exercise.access_check(mistake.impl, case)) == kind:
-                return mistake
-        except Exception:  # noqa: BLE001 - a mistake that cannot run this case says nothing about it
-            continue
-    return None
-
-
-def diagnose_observation(exercise: Exercise, case: Case, got: dict[str, Any], kind: str) -> str:
-    """The hint of :func:`find_mistake` ("" when no known mistake matches): what the grader reports."""
-    mistake = find_mistake(exercise, case, got, kind)
-    return "" if mistake is None else mistake.hint
-
-
-def _dtype_kinds(value: Any) -> list[str]:
-    """The dtype kind of every array in a plain output, in order (so a float output never matches a bool one)."""
-    if isinstance(value, list):
-        return [kind for item in value for kind in _dtype_kinds(item)]
-    return [value.dtype.kind] if isinstance(value, np.ndarray) else [type(value).__name__]
+    return check_exercise(get_exercise(name), impl, "public", seed)
 
 
 _FROM_NOTEBOOK: Any = object()  # check(name) without an implementation: look it up where check was called
@@ -323,7 +39,7 @@ def _error_details(err: BaseException) -> str:
     caret under the place Python points at; for another error, its first line."""
     if isinstance(err, SyntaxError):
         where = f"line {err.lineno}: " if err.lineno else ""
-        return f"{where}{err.msg}" + _quoted(err.text or "", err.offset)
+        return f"{where}{err.msg}" + quoted_code(err.text or "", err.offset)
     return str(err).splitlines()[0][:200] if str(err) else ""
 
 

@@ -5,7 +5,7 @@ learner's code ran: :func:`observe` calls an implementation on one case and reco
 data (:func:`plain_observation`): the output, the inputs as they are after the call, the gradients that a
 fixed upstream gradient sends back to the floating-point inputs and to a module's weights, which inputs an
 output shares memory with, for a module with dropout the output in training mode under a fixed seed, and
-what ran (:mod:`course_lib.exercises.tracing`). Nothing is decided there. :func:`observation_problems` then
+what ran (:mod:`course_lib.exercises.tracing`). Nothing is decided here: :mod:`course_lib.exercises.verdict`
 compares the learner's facts with the reference's on the same case, in the judge's own process: for the
 grader that is outside the sandbox, so replacing anything inside the sandbox changes no verdict, and
 answering with made-up facts needs the right outputs *and* the right gradients.
@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .tracing import Trace, matching_ops, tracing
+from .tracing import Trace, tracing
 
-__all__ = ["Observation", "WeightsMismatchError", "observe", "plain_observation", "observation_problems",
-           "Problem", "floating_tensors", "same_plain", "argument_names"]
+__all__ = ["Observation", "WeightsMismatchError", "observe", "plain_observation", "floating_tensors", "same_plain",
+           "argument_names"]
 
 #: The seed of the upstream gradient (the same on both sides of every comparison).
 GRADIENT_SEED = 0
@@ -250,20 +250,6 @@ def plain_observation(obs: Observation) -> dict[str, Any]:
             "access": None if obs.access is None else [str(p) for p in obs.access]}
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with an observation: its kind (``output``, ``modified``, ``gradient`` (none flows back),
-    ``gradient-values`` (they flow, wrong), ``alias``, ``train``, ``forbidden``, ``record``, ``access`` (read
-    its input otherwise than asked, see ``Exercise.access_check``) and what to tell the learner."""
-
-    kind: str
-    message: str
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def same_plain(before: Any, after: Any) -> bool:
     """Whether two plain values hold the same data (arrays: same shape, dtype and values, NaN equal to NaN)."""
     if isinstance(before, np.ndarray):
@@ -276,117 +262,3 @@ def same_plain(before: Any, after: Any) -> bool:
         return isinstance(after, dict) and after.keys() == before.keys() and all(
             same_plain(before[k], after[k]) for k in before)
     return type(after) is type(before) and after == before
-
-
-def _forbidden(exercise: Any, trace: Any, threads: bool) -> list[Problem]:
-    """What a trace shows of the operations and functions the exercise asks the learner to do without."""
-    if not isinstance(trace, dict):
-        return [Problem("record", "no record of what your code ran came back (the grader's record was "
-                                  "removed or never made)")]
-    problems = []
-    ops = [str(o)[:100] for o in _list(trace.get("ops"))][:10_000]
-    hit = matching_ops(ops, tuple(getattr(exercise, "forbidden_ops", ())))
-    calls = sorted({str(c)[:100] for c in _list(trace.get("calls"))})[:20]
-    if hit or calls:
-        what = ", ".join(calls + hit[:4])
-        problems.append(Problem("forbidden", f"your code ran {what}, which this exercise asks you to build "
-                                             f"yourself from smaller operations (whatever name reached it)"))
-    tampering = sorted({str(t)[:100] for t in _list(trace.get("tampering"))})[:5]
-    count = trace.get("threads")
-    if tampering or trace.get("complete") is not True:
-        problems.append(Problem("record", "the record of what your code ran was switched off, or your code "
-                                          "started a thread or a process, while it ran" + (
-                                              f" (it called {', '.join(tampering)})" if tampering else "")))
-    elif threads and isinstance(count, int) and not isinstance(count, bool) and count > 0:
-        problems.append(Problem("record", f"{count} other thread(s) ran beside your code while it was "
-                                          f"checked: an exercise's function must do its work itself"))
-    return problems
-
-
-def observation_problems(exercise: Any, case: Any, expected: dict[str, Any], got: dict[str, Any],
-                         inputs_before: list[Any], traced: bool = True, threads: bool = True) -> list[Problem]:
-    """What is wrong with the learner's plain observation ``got`` on ``case`` against the reference's
-    ``expected`` (both from :func:`plain_observation`); ``inputs_before``: the case's inputs as plain data.
-    ``threads``: other threads alive during the call count against it (the grader's sandbox, whose runner has
-    none; a Jupyter kernel has its own, so the advisory check passes False).
-
-    Runs where the verdict is made (the grader's process, or the learner's kernel for the advisory check),
-    on untrusted data: anything malformed is a problem, never an exception.
-    """
-    from .compare import compare_outputs, output_problems
-
-    if not isinstance(got, dict):
-        return [Problem("output", "no observation came back")]
-    if traced:
-        found = _forbidden(exercise, got.get("trace"), threads)
-        if found:
-            return found
-    problems = [Problem("output", p) for p in output_problems(exercise, case, expected.get("output"),
-                                                              got.get("output"))]
-    if problems:
-        return problems
-    if getattr(exercise, "access_check", None) is not None:
-        access = got.get("access")
-        if not isinstance(access, list):
-            return [Problem("record", "no record of how your code read its input came back")]
-        if access:
-            return [Problem("access", str(access[0])[:300])]
-    names = argument_names(exercise.reference, len(tuple(case.args))) + sorted(case.kwargs)
-    after = _list(got.get("inputs_after"))
-    changed = [names[i] if i < len(names) else f"argument {i + 1}" for i, before in enumerate(inputs_before)
-               if i >= len(after) or not same_plain(before, after[i])]
-    if changed:
-        return [Problem("modified", f"your code changed its input {', '.join(repr(n) for n in changed)} in place; "
-                                    "the caller's tensor must stay as it was")]
-    if set(_list(got.get("aliases"))) - set(_list(expected.get("aliases"))):
-        return [Problem("alias", "your output is one of the inputs itself (the same memory, not a new tensor): "
-                                 "a change to one would change the other")]
-    problems += _gradient_problems(exercise, expected, got)
-    if not problems and expected.get("train_output") is not None:
-        problems += [Problem("train", "in training mode (dropout on, same seed): " + p) for p in compare_outputs(
-            expected["train_output"], got.get("train_output"), exercise.atol, exercise.rtol)]
-    return problems
-
-
-def _gradient_problems(exercise: Any, expected: dict[str, Any], got: dict[str, Any]) -> list[Problem]:
-    """Gradients must flow where the reference's do, and (for a deterministic exercise) equal them."""
-    if expected.get("grads") is None:
-        return []
-    error = got.get("gradient_error")
-    if isinstance(error, str) and error:
-        return [Problem("gradient", error[:400])]
-    want_connected, got_connected = _list(expected.get("connected")), _list(got.get("connected"))
-    if any(w is True and (i >= len(got_connected) or got_connected[i] is not True)
-           for i, w in enumerate(want_connected)):
-        return [Problem("gradient", "your output is not connected to the inputs' gradients (it was computed off "
-                                    "the autograd graph): the numbers are right but a model trained through it "
-                                    "would not learn")]
-    pairs = [(f"the gradient of input {i + 1}", e, g) for i, (e, g) in enumerate(
-        zip(_list(expected.get("grads")), _list(got.get("grads")) + [None] * len(_list(expected.get("grads"))),
-            strict=False))]
-    weights = expected.get("param_grads") or {}
-    got_weights = got.get("param_grads") if isinstance(got.get("param_grads"), dict) else {}
-    pairs += [(f"the gradient of weight {k}", e, got_weights.get(k)) for k, e in sorted(weights.items())]
-    for where, e, g in pairs:
-        problem = _one_gradient(exercise, where, e, g)
-        if problem:
-            kind = "gradient" if "no gradient flows" in problem or "not finite" in problem else "gradient-values"
-            return [Problem(kind, problem)]
-    return []
-
-
-def _one_gradient(exercise: Any, where: str, expected: Any, got: Any) -> str:
-    from .compare import compare_outputs
-
-    flows = expected is not None and isinstance(expected, np.ndarray) and bool(np.any(expected != 0))
-    if not flows:
-        return ""
-    if got is None:
-        return (f"{where}: no gradient flows back to it (the result is right, but training through it would not "
-                f"reach it)")
-    if exercise.compare is not None:  # a random answer: gradients must flow, their values are random too
-        ok = isinstance(got, np.ndarray) and got.dtype.kind == "f" and bool(np.isfinite(got).all())
-        return "" if ok else f"{where}: not finite numbers"
-    scale = max(1.0, float(np.abs(expected).max()))
-    found = compare_outputs(expected, got, exercise.atol * 10 * scale, exercise.rtol * 10, where)
-    return found[0] if found else ""

@@ -24,8 +24,8 @@ from typing import Any
 import nbformat
 
 from course_lib.exercises import Exercise, get_exercise
-from course_lib.exercises.feedback import inputs_as_plain, reference_observation
 from course_lib.exercises.notebooks import exercise_cells
+from course_lib.exercises.verdict import inputs_as_plain, reference_observation
 
 from .judging import policy as P
 from .judging.parsing import MAX_SOURCE, parse_cell

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from course_lib.exercises.passes import access_check_name
+from course_lib.exercises.verdict import Rules
 
 from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, claimed_notebook, course_notebooks, find_course_copy
 from .judging import policy as P
@@ -211,8 +212,8 @@ def _plan(course: CourseCopy, cells: list[tuple[int, str]], chosen: dict[int, tu
             "name": exercise.name, "target": spec.target, "key": reference_key(exercise.reference),
             "cell": where[1] if where else None, "cell_number": where[0] + 1 if where else 0,
             "helpers": helper_cells(cells, where[0], skip, known) if where else [], "check": spec.check,
-            "grad": exercise.grad, "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
-            "watch": list(exercise.forbidden_calls), "seed": exercise.seed,
+            "differentiable": exercise.differentiable, "train_mode": exercise.train_mode,
+            "watch": list(exercise.forbidden_calls), "seed": Rules.from_exercise(exercise).seed,
             "access": access_check_name(exercise.access_check)})
         plan.cases.append((spec.arrays, spec.described) if where else None)
     return plan

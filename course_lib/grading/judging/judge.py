@@ -3,9 +3,10 @@
 The sandbox's answer is untrusted data: its arrays are loaded with the limits of
 :mod:`course_lib.grading.judging.results`, decoded as NumPy (never pickles), and each case's observation (the output,
 the inputs after the call, the gradients, what ran) is judged against the reference's observation computed
-by the grader, with the check's own judge (:func:`course_lib.exercises.observation.observation_problems`):
-the verdict on a write into an input, a cut graph, a wrong dtype, an alias or a forbidden operation is made
-here, never in the sandbox. Points are all or nothing.
+by the grader, with the one verdict of the course (:mod:`course_lib.exercises.verdict`, the notebook check's and
+the class edition's too): the verdict on a write into an input, a cut graph, a wrong dtype, an alias or a
+forbidden operation, the known mistake and the hint are decided here, never in the sandbox. An exercise's points
+follow from its status (:mod:`course_lib.grading.judging.scoring`: all or nothing, or partial credit).
 
 Example:
     >>> judge_cell_error({"ename": "NotImplementedError", "error": "NotImplementedError: ", "line": ""}, 1024)[0]
@@ -16,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from course_lib.exercises.feedback import WEIGHTS_HINT, diagnose_observation, kind_hint
-from course_lib.exercises.observation import Problem, observation_problems
+from course_lib.exercises.verdict import Finding, KnownMistake, Rules, judge_error, judge_observation, known_mistakes
 
 from ..course import ExerciseSpec
 from ..sandbox.codec import decode_value
@@ -44,24 +44,18 @@ def judge_cell_error(error: Any, memory_mb: int) -> Verdict:
     return status, message, "", 0, line
 
 
-def _case_error(label: str, entry: dict[str, Any], memory_mb: int) -> tuple[str, str, str, str]:
-    error, line = _text(entry.get("error")), _text(entry.get("line"), 300)
-    if error.startswith("WeightsMismatchError: "):  # a wrong answer, as in the notebook's check
-        return "fail", f"case {label!r}: {error.removeprefix('WeightsMismatchError: ')}", WEIGHTS_HINT, line
-    if error.startswith("AnswerWithheld: "):
-        return "error", f"case {label!r}: {error.removeprefix('AnswerWithheld: ')}", "", line
-    message = f"case {label!r}: your code raised {error}"
+def _case_error(case: Any, index: int, entry: dict[str, Any], memory_mb: int,
+                mistakes: list[KnownMistake]) -> tuple[str, str, str, str]:
+    """The verdict of a case whose call raised in the sandbox (a known mistake that raises the same names it)."""
+    error, line, label = _text(entry.get("error")), _text(entry.get("line"), 300), case.label
+    ename, _, text = error.partition(": ")
+    if ename == "AnswerWithheld":
+        return "error", f"case {label!r}: {text}", "", line
+    finding = judge_error(ename, text, "", case, index, mistakes)
+    message = f"case {label!r}: {finding.messages[0]}"
     if entry.get("status") == "memory":
         message += f" (over the memory limit of {memory_mb} MB)"
-    return "error", message, "", line
-
-
-def _hint(spec: ExerciseSpec, case: Any, got: dict[str, Any], kind: str) -> str:
-    """The known mistake the learner's observation shows, else the kind's own hint (never raises)."""
-    try:
-        return diagnose_observation(spec.exercise, case, got, kind) or kind_hint(spec.exercise, kind)
-    except Exception:  # noqa: BLE001
-        return kind_hint(spec.exercise, kind)
+    return _status(finding), message, finding.hint, line
 
 
 def _observations(header: dict[str, Any], blob: bytes) -> list[Any]:
@@ -79,8 +73,13 @@ def _observations(header: dict[str, Any], blob: bytes) -> list[Any]:
     return cases
 
 
-#: Statuses of the kinds of problem an observation can show (every other kind is a wrong answer).
+#: The report's status of a verdict's status, and of the kinds of problem that are refusals, not wrong answers.
+_STATUS = {"failed": "fail", "error": "error", "not implemented yet": "not-implemented"}
 _KIND_STATUS = {"forbidden": "forbidden", "record": "forbidden"}
+
+
+def _status(finding: Finding) -> str:
+    return _KIND_STATUS.get(finding.kind, _STATUS.get(finding.status, "fail"))
 
 
 def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: int) -> Verdict:
@@ -97,22 +96,19 @@ def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: in
     except (UntrustedData, RecursionError, KeyError, TypeError, ValueError) as err:
         return "error", f"the sandbox's output broke the grader's limits ({_text(str(err), 200)})", "", 0, ""
     passed, first = 0, None
+    rules = Rules.from_exercise(spec.exercise)
+    mistakes = known_mistakes(spec.exercise, rules)
     for i, (case, expected, before) in enumerate(zip(spec.cases, spec.expected, spec.inputs, strict=False)):
         entry = cases[i] if i < len(cases) and isinstance(cases[i], dict) else {"status": "error", "error": "no output"}
         if entry.get("status") == "not-implemented":
             return "not-implemented", "the code still raises NotImplementedError", "", passed, ""
         if entry.get("status") != "ok":
-            first = first or _case_error(case.label, entry, memory_mb)
+            first = first or _case_error(case, i, entry, memory_mb, mistakes)
             continue
-        try:
-            problems = observation_problems(spec.exercise, case, expected, entry["observed"], before)
-        except Exception as err:  # noqa: BLE001 - whatever the sandbox sent, it is a wrong answer, not a crash
-            problems = [Problem("output", f"the output could not be compared ({type(err).__name__})")]
-        if problems:
-            kind = problems[0].kind
-            text = "; ".join(p.message for p in problems[:3])
-            status = _KIND_STATUS.get(kind, "fail")
-            found = (status, f"case {case.label!r}: {text}", _hint(spec, case, entry["observed"], kind), "")
+        finding = judge_observation(rules, case, i, expected, entry["observed"], before, mistakes, threads=True)
+        if finding is not None:
+            status = _status(finding)
+            found = (status, f"case {case.label!r}: {'; '.join(finding.every_problem[:3])}", finding.hint, "")
             first = found if first is None or (status == "forbidden" and first[0] != "forbidden") else first
         else:
             passed += 1

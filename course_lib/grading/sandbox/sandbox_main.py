@@ -208,7 +208,7 @@ def observe_cases(exercise: dict[str, Any], impl: Any, described: list[Any], inp
                         init=decode_value(item["init"], inputs, True),
                         state=decode_value(item["state"], inputs, True))
             plain = plain_observation(observe(
-                impl, case, grad=bool(exercise["grad"]), differentiable=bool(exercise["differentiable"]),
+                impl, case, differentiable=bool(exercise["differentiable"]),
                 seed=exercise.get("seed"), train_mode=bool(exercise.get("train_mode")),
                 watch=tuple(exercise.get("watch", ())), trace=True, ignore_threads=ignore_threads,
                 access=resolve_access_check(exercise.get("access"))))
