@@ -3,8 +3,8 @@
 Both train on the training documents of ``python_docs_corpus()`` (the running Python's documentation) with the same
 settings (vocabulary ``--vocab-size``, ``min_frequency`` 2, ``<|endoftext|>`` as the one special token), then encode
 the validation documents. Reported: training seconds, encoding throughput (characters per second), their ratios, and
-whether the merges and the ids are equal (they must be: ``tests/test_bpe.py``). One run each, so a ratio on a shared
-machine is indicative only; the note below the table says how busy the machine was.
+whether the merges and the ids are equal (they must be: ``tests/data/test_bpe.py``). One run each, so a ratio on a
+shared machine is indicative only; the note below the table says how busy the machine was.
 
 Usage::
 

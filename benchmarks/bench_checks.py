@@ -8,7 +8,7 @@ runs every public case; a stub stops at the first). The first check pays for imp
 module; the later ones only run their cases. Each notebook's round repeats ``--repeats`` times in fresh
 interpreters; the table gives medians.
 
-``tests/test_browser_lab.py`` measures the same in JupyterLab (``check_times.json`` beside its screenshots).
+``tests/notebooks/test_browser_lab.py`` measures the same in JupyterLab (``check_times.json`` beside its screenshots).
 
 Run::
 

@@ -1,6 +1,6 @@
 """Grading throughput: submissions per minute for a five-exercise notebook (target: >= 30, --jobs 2, 2 idle cores).
 
-Grades a class of submissions of the five-exercise assignment in ``tests/grading_fixtures/fx_assignment/``
+Grades a class of submissions of the five-exercise assignment in ``tests/grading/grading_fixtures/fx_assignment/``
 with the real command path (``course_lib.grading.cli.grade_many``: a fresh bubblewrap sandbox per
 submission, static policy, hidden cases, reports and CSV written). The same class is also graded
 without the sandbox (``--unsafe-no-sandbox``: the same runner as a plain process) to report the sandbox's
@@ -46,7 +46,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402  (benchmarks/ is not a package)
 
-FX = ROOT / "tests" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
+FX = ROOT / "tests" / "grading" / "grading_fixtures" / "fx_assignment" / "fx_assignment.ipynb"
 RESULTS = HERE / "results"
 TARGET_PER_MINUTE = 30.0  # issue 31: the grader asking one exercise at a time must still grade 30 a minute
 
@@ -196,7 +196,7 @@ def main() -> int:
                                                        "witness": witness}, indent=2))
     lines = ["# Grading throughput", "",
              (f"The {len(paths)} submissions in `{args.folder}` (answering `{args.source.name}`)" if args.folder else
-              "Submissions of the five-exercise assignment (`tests/grading_fixtures/fx_assignment/`)")
+              "Submissions of the five-exercise assignment (`tests/grading/grading_fixtures/fx_assignment/`)")
              + " graded by `course_lib.grading.cli.grade_many` exactly as `course-grade` does (a fresh bubblewrap "
              "sandbox per submission, 1024 MB memory limit, static policy, hidden cases, JSON/Markdown/CSV reports)."
              + ("" if args.folder else " Class mix: 60 % solved, 20 % one wrong exercise, 20 % two stubs.")

@@ -1,8 +1,8 @@
 """Deprecating a released public name before removing it: a warning that names the replacement and the release
 that removes it.
 
-``course_lib``'s public names are recorded with their signatures (``tests/test_api.py``). When a *released* one
-has to change, the old spelling keeps working until a stated release and warns whoever uses it, naming what to use
+``course_lib``'s public names are recorded with their signatures (``tests/repository/test_api.py``). When a *released*
+one has to change, the old spelling keeps working until a stated release and warns whoever uses it, naming what to use
 instead. Names that never reached a release are simply changed (the old layout of issue #35 lived three days at
 version 0.1.0, and its 26 old paths were removed). Two tools:
 
@@ -14,7 +14,7 @@ version 0.1.0, and its 26 old paths were removed). Two tools:
 
 Both *require* the release that removes the name (``removal``), later than the current version: a deprecation
 without an end is never removed. :func:`overdue` lists the deprecations whose removal release the package has
-reached, and ``tests/test_api.py`` fails on any, so the name goes in that release.
+reached, and ``tests/repository/test_api.py`` fails on any, so the name goes in that release.
 
 The warning is a :class:`CourseDeprecationWarning`, a subclass of :class:`FutureWarning`: Python shows
 FutureWarnings by default everywhere (in a notebook, a script or an instructor's assignment), whereas a

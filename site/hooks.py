@@ -11,7 +11,7 @@ kinds still need a hand after MkDocs has rendered a page (``on_page_content``):
   its title, rather than a link that 404s.
 
 A relative link to neither a page nor a file of the repository is left alone, for the site's browser test
-(tests/test_site.py) to report as broken.
+(tests/website/test_site.py) to report as broken.
 
 A notebook's deep dives (the sections a class can skip: cells with the metadata ``course.deep_dive``, see
 ``tools/lesson_time.py``) are folded: each deep dive's cells, from its ``## Deep dive: <title>`` heading on, go

@@ -57,25 +57,29 @@ def root() -> Path:
 
 
 # The grading fixtures are submissions to grade (some hostile on purpose), not notebooks for nbval to run.
-collect_ignore_glob = ["grading_fixtures/*"]
+collect_ignore_glob = ["grading/grading_fixtures/*"]
 
 # "file::test function": why it is slow. Seconds are wall time of all its parameters together, measured on the
 # shared 2-core machine under a load average of 13-17 (an idle machine takes several times less).
 SLOW_TESTS = {
-    "tests/test_exercises.py::test_check_rejects_known_mistake": "every mistake of every exercise (~220 s)",
-    "tests/test_exercises.py::test_check_accepts_correct_alternative": "every alternative (~100 s)",
-    "tests/test_exercises.py::test_reference_passes_hidden_cases": "hidden cases, three seeds (~70 s)",
-    "tests/test_assignment.py::test_checks_reject_every_mistake": "every mistake of the assignment (~30 s)",
-    "tests/test_assignment.py::test_checks_accept_correct_alternatives": "every alternative (~30 s)",
-    "tests/test_assignment.py::test_most_mistakes_get_their_own_hint": "runs every mistake again (~15 s)",
-    "tests/test_benchmarks.py::test_every_benchmark_accepts_quick": "starts each benchmark script (~150 s)",
-    "tests/test_benchmarks.py::test_run_all_quick_subset_end_to_end": "runs a benchmark (~65 s)",
-    "tests/test_docs.py::test_pdoc_builds_the_reference_without_warnings": "builds the API reference (~95 s)",
-    "tests/test_docs.py::test_every_docstring_example_runs": "runs every docstring example of the package (~35-90 s)",
-    "tests/test_training.py::test_train_loop_learns_and_records": "trains a model (~50 s)",
-    "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": "runs every notebook (smoke mode)",
-    "tests/test_check_imports.py::test_no_check_imports_torch_dynamo_or_sympy": "every check, fresh Python (~60 s)",
-    "tests/test_one_verdict.py::test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points":
+    "tests/checks/test_exercises.py::test_check_rejects_known_mistake": "every mistake of every exercise (~220 s)",
+    "tests/checks/test_exercises.py::test_check_accepts_correct_alternative": "every alternative (~100 s)",
+    "tests/checks/test_exercises.py::test_reference_passes_hidden_cases": "hidden cases, three seeds (~70 s)",
+    "tests/grading/test_assignment.py::test_checks_reject_every_mistake": "every mistake of the assignment (~30 s)",
+    "tests/grading/test_assignment.py::test_checks_accept_correct_alternatives": "every alternative (~30 s)",
+    "tests/grading/test_assignment.py::test_most_mistakes_get_their_own_hint": "runs every mistake again (~15 s)",
+    "tests/repository/test_benchmarks.py::test_every_benchmark_accepts_quick": "starts each benchmark script (~150 s)",
+    "tests/repository/test_benchmarks.py::test_run_all_quick_subset_end_to_end": "runs a benchmark (~65 s)",
+    "tests/repository/test_docs.py::test_pdoc_builds_the_reference_without_warnings":
+        "builds the API reference (~95 s)",
+    "tests/repository/test_docs.py::test_every_docstring_example_runs":
+        "runs every docstring example of the package (~35-90 s)",
+    "tests/training/test_training.py::test_train_loop_learns_and_records": "trains a model (~50 s)",
+    "tests/notebooks/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed":
+        "runs every notebook (smoke mode)",
+    "tests/exercises/test_check_imports.py::test_no_check_imports_torch_dynamo_or_sympy":
+        "every check, fresh Python (~60 s)",
+    "tests/exercises/test_one_verdict.py::test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points":
         "every mistake and alternative through the four entry points (~180 s)",
 }
 
@@ -83,27 +87,28 @@ SLOW_TESTS = {
 # "file::test function": the share of its parameters that `make test` (CI) runs; `make test-all` runs them all.
 # Seconds: all parameters together, on the shared 2-core machine beside other work.
 SAMPLED_TESTS = {
-    "tests/test_exercises.py::test_check_rejects_known_mistake": 1 / 4,  # ~220 s in all
-    "tests/test_exercises.py::test_check_accepts_correct_alternative": 1 / 3,  # ~100 s
-    "tests/test_exercises.py::test_reference_passes_hidden_cases": 1 / 3,  # ~70 s: one of three seeds
-    "tests/test_assignment.py::test_checks_reject_every_mistake": 1 / 3,  # ~30 s
-    "tests/test_assignment.py::test_checks_accept_correct_alternatives": 1 / 3,  # ~30 s
+    "tests/checks/test_exercises.py::test_check_rejects_known_mistake": 1 / 4,  # ~220 s in all
+    "tests/checks/test_exercises.py::test_check_accepts_correct_alternative": 1 / 3,  # ~100 s
+    "tests/checks/test_exercises.py::test_reference_passes_hidden_cases": 1 / 3,  # ~70 s: one of three seeds
+    "tests/grading/test_assignment.py::test_checks_reject_every_mistake": 1 / 3,  # ~30 s
+    "tests/grading/test_assignment.py::test_checks_accept_correct_alternatives": 1 / 3,  # ~30 s
     # Every known mistake and alternative through the four entry points that judge a call (~180 s CPU in all, plus
     # the class edition's stored data of every exercise, 4-18 s CPU, built once for the file): one answer in eight
     # of each exercise (63 of 363; the file: 67 s CPU at a load of 9-17 on 2 cores, and 32 s with one in six at 1.5).
-    "tests/test_one_verdict.py::test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points": 1 / 8,
-    "tests/test_benchmarks.py::test_every_benchmark_accepts_quick": 1 / 4,  # ~150 s: one Python start each
+    "tests/exercises/test_one_verdict.py::test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points":
+        1 / 8,
+    "tests/repository/test_benchmarks.py::test_every_benchmark_accepts_quick": 1 / 4,  # ~150 s: one Python start each
     # Each solved notebook executed with nbclient (smoke mode); every reference passes its check in the fast
     # tier, and nbval runs every notebook with the course's own code in full.
-    "tests/test_notebook_versions.py::test_solved_version_passes_every_check": 1 / 3,
+    "tests/notebooks/test_notebook_versions.py::test_solved_version_passes_every_check": 1 / 3,
     # Each notebook recorded and then run unsolved in its own week's class edition (--graded NN, smoke mode): only
-    # the sampled ones are built (tests/test_edition.py, graded_edition), so the sample saves both executions.
-    "tests/test_edition.py::test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib": 1 / 3,
+    # the sampled ones are built (tests/edition/test_edition.py, graded_edition), so the sample saves both executions.
+    "tests/edition/test_edition.py::test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib": 1 / 3,
     # Each notebook run with its deep-dive cells removed (smoke mode): nbval runs every notebook whole.
-    "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": 1 / 3,
-    # Each week's withheld library built and searched by behaviour (tests/answer_search.py, a minute or more a week):
-    # two weeks a day, every week under COURSE_TEST_ALL=1.
-    "tests/test_withheld_library.py::test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week_or_later":
+    "tests/notebooks/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": 1 / 3,
+    # Each week's withheld library built and searched by behaviour (tests/grading/answer_search.py, a minute or more a
+    # week): two weeks a day, every week under COURSE_TEST_ALL=1.
+    "tests/grading/test_withheld_library.py::test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week_or_later":
         1 / 7,
     "tests/test_withheld_library.py::test_an_earlier_exercise_restored_computes_no_later_result_of_its_week": 1 / 7,
 }
@@ -113,14 +118,14 @@ SAMPLED_TESTS = {
 # by one on either xdist worker under `make test`; every other test runs on one worker with the rest of its file
 # (tests/scheduling.py). The long sweeps of a file would otherwise all land on one worker.
 SPREAD_TESTS = frozenset({
-    "tests/test_exercises.py::test_check_rejects_known_mistake",
-    "tests/test_exercises.py::test_check_accepts_correct_alternative",
-    "tests/test_exercises.py::test_reference_passes_hidden_cases",
-    "tests/test_assignment.py::test_checks_reject_every_mistake",
-    "tests/test_assignment.py::test_checks_accept_correct_alternatives",
-    "tests/test_benchmarks.py::test_every_benchmark_accepts_quick",
-    "tests/test_notebook_versions.py::test_solved_version_passes_every_check",
-    "tests/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed",
+    "tests/checks/test_exercises.py::test_check_rejects_known_mistake",
+    "tests/checks/test_exercises.py::test_check_accepts_correct_alternative",
+    "tests/checks/test_exercises.py::test_reference_passes_hidden_cases",
+    "tests/grading/test_assignment.py::test_checks_reject_every_mistake",
+    "tests/grading/test_assignment.py::test_checks_accept_correct_alternatives",
+    "tests/repository/test_benchmarks.py::test_every_benchmark_accepts_quick",
+    "tests/notebooks/test_notebook_versions.py::test_solved_version_passes_every_check",
+    "tests/notebooks/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed",
 })
 
 
@@ -218,7 +223,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keys[item] = f"{file}::{getattr(item, 'originalname', item.name)}"
         if keys[item] in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
-    for name, listed in (("SLOW_TESTS", SLOW_TESTS), ("SAMPLED_TESTS", SAMPLED_TESTS), ("SPREAD_TESTS", SPREAD_TESTS)):
+    for name, listed in (("SLOW_TESTS", SLOW_TESTS), ("SAMPLED_TESTS", SAMPLED_TESTS), ("SPREAD_TESTS", SPREAD_TESTS),
+                         ("BEFORE_THE_SITE", BEFORE_THE_SITE)):
         stale = sorted(key for key in listed if key.split("::")[0] in modules
                        and not hasattr(modules[key.split("::")[0]], key.split("::")[1]))
         if stale:
@@ -241,16 +247,24 @@ def _shares_fixture(item: pytest.Item) -> bool:
                for fixtures in info.name2fixturedefs.values() for fixture in fixtures)
 
 
+#: "file::test function": tests whose build the site reuses (``tests/repository/test_docs.py`` stores its pdoc build of
+#: the API reference in the site's cache: tools/build_site.py, store_api_reference). They run first, so that their build
+#: is there when the site is built; run after the site (as every other single test), the site ran pdoc a third time.
+BEFORE_THE_SITE = frozenset({"tests/repository/test_docs.py::test_pdoc_builds_the_reference_without_warnings"})
+
+
 def _run_order(item: pytest.Item) -> int:
     """The order the run takes (a stable sort keeps collection order within each rank), for xdist and serial runs:
 
-    0. the notebooks (nbval), the longest work: they start first, and the site is built from their executions;
+    0. the tests of ``BEFORE_THE_SITE`` (under xdist: their file), then the notebooks (nbval), the longest work:
+       they start first, and the site is built from their executions;
     1. the other grouped tests (a file sharing a fixture: the class edition, JupyterLab, the grader);
-    2. the site test (``tests/test_site.py``): it builds from the notebooks nbval executed in this session
+    2. the site test (``tests/website/test_site.py``): it builds from the notebooks nbval executed in this session
        (site_cache.py); under xdist it waits for those still running on the other worker;
     3. every other test, one by one: while one worker builds and reads the site, the other takes these.
     """
-    if item.path.suffix == ".ipynb":
+    if item.path.suffix == ".ipynb" or f"{item.nodeid.split('::')[0]}::{getattr(item, 'originalname', '')}" \
+            in BEFORE_THE_SITE:
         return 0
     if item.path.name == "test_site.py":
         return 2

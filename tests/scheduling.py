@@ -26,8 +26,8 @@ from xdist.scheduler import LoadScopeScheduling
 def function_key(nodeid: str) -> str:
     """``file::test function`` of a node id (parameters dropped), the form SPREAD_TESTS lists.
 
-    >>> function_key("tests/test_exercises.py::test_check_rejects_known_mistake[scaled_dot-no_scale]")
-    'tests/test_exercises.py::test_check_rejects_known_mistake'
+    >>> function_key("tests/checks/test_exercises.py::test_check_rejects_known_mistake[scaled_dot-no_scale]")
+    'tests/checks/test_exercises.py::test_check_rejects_known_mistake'
     """
     file, _, rest = nodeid.partition("::")
     return f"{file}::{rest.split('[', 1)[0].split('::', 1)[0]}"

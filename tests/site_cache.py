@@ -3,7 +3,7 @@ website's cache of executed notebooks (``tools/build_site.py``), so the site tes
 executing every notebook a second time.
 
 ``make test`` executes each notebook once under nbval (the course's test of the notebooks) and then builds the
-site (``tests/test_site.py``). The site shows the same notebooks executed the same way (a fresh kernel, the
+site (``tests/website/test_site.py``). The site shows the same notebooks executed the same way (a fresh kernel, the
 course's default step counts), so the site test reuses nbval's run: when the last cell of a notebook has
 passed, this plugin writes the notebook with the outputs nbval received to
 ``build/site-cache/notebooks/<name>-<key>.ipynb`` under the key ``build_site.py`` computes itself (the

@@ -147,8 +147,8 @@ def api_cache_folder(cache: Path) -> Path:
 def store_api_reference(built: Path, cache: Path) -> Path:
     """Put a pdoc build (pdoc's default docformat, every public module) into the cache, its dead links unlinked.
 
-    ``tests/test_docs.py`` builds the same reference to check it and hands its build here, so that ``make test``
-    runs pdoc once, not once for the test and again for the site.
+    ``tests/repository/test_docs.py`` builds the same reference to check it and hands its build here, so that
+    ``make test`` runs pdoc once, not once for the test and again for the site.
     """
     folder = api_cache_folder(cache)
     partial = folder.with_suffix(".partial")

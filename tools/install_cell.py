@@ -4,7 +4,8 @@ The setting is ``[tool.course] repository`` in ``pyproject.toml`` (where the rep
 in ``notebooks/`` gets, as its first code cell, the cell of :func:`course_lib.edition.install.install_cell_source`
 at the current ``course_lib.__version__`` (cell metadata ``{"course": {"role": "install"}}``; an existing one is
 updated in place, so running this twice changes nothing). The README's block between the two ``open-in`` markers
-lists every notebook with its Colab and Binder links. ``tests/test_install_cell.py`` fails when either is stale::
+lists every notebook with its Colab and Binder links. ``tests/edition/test_install_cell.py`` fails when either is
+stale::
 
     python tools/install_cell.py            # rewrite the notebooks' install cells and the README's links
     python tools/install_cell.py --check    # only compare; exit 1 when something differs

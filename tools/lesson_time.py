@@ -15,8 +15,8 @@ cell metadata ``{"course": {"deep_dive": true}}``. The estimate of the core, in 
   deep dives included: an upper bound of the core's), or ``DEFAULT_RUN_SECONDS`` where it was not measured.
 
 The rates are the ones the course's issue 43 measured the course with; they are stated here and printed with the
-table so that a reader can redo the sum by hand. ``tests/test_lesson_time.py`` requires every notebook's core to
-fit ``SESSION_MINUTES``::
+table so that a reader can redo the sum by hand. ``tests/notebooks/test_lesson_time.py`` requires every notebook's
+core to fit ``SESSION_MINUTES``::
 
     python tools/lesson_time.py                          # the table for every notebook of notebooks/
     python tools/lesson_time.py notebooks/01_attention.ipynb

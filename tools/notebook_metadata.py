@@ -5,7 +5,8 @@ notebook modified when they differ from the stored ones; the course's notebooks 
 ``{"name": "python"}`` and so opened modified. This script writes
 ``course_lib.exercises.authoring.kernel_metadata()`` (this environment's ``python3`` kernelspec and ipykernel's
 ``language_info``, the Python version included) into every notebook's metadata and touches nothing else: the
-cells, and every other metadata key, stay byte for byte. ``tests/test_notebook_metadata.py`` checks the result::
+cells, and every other metadata key, stay byte for byte. ``tests/notebooks/test_notebook_metadata.py`` checks the
+result::
 
     python tools/notebook_metadata.py            # rewrite notebooks/*.ipynb
     python tools/notebook_metadata.py --check    # only compare; exit 1 and name the notebooks that differ

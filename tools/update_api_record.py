@@ -1,6 +1,6 @@
 """Record course_lib's public API (every public name with its signature) in ``tests/api_record.json``.
 
-``tests/test_api.py`` compares the live API with this record and fails when a public name is added,
+``tests/repository/test_api.py`` compares the live API with this record and fails when a public name is added,
 removed or changes its signature. When the change is deliberate, regenerate the record and commit it
 with the change (removing a released name? deprecate it first, see ``course_lib/_deprecation.py``)::
 

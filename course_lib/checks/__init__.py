@@ -8,7 +8,7 @@ metadata names that module (``"course": {"checks": "course_lib.checks.nb00_welco
 
 :data:`EXERCISES` says which module declares which exercise: the exercise mechanism looks a name up there and
 imports that one module (this package adds itself to the mechanism when it is imported: the mechanism never
-imports the checks). ``tests/test_exercises.py`` keeps the table equal to what the modules register and to the
+imports the checks). ``tests/checks/test_exercises.py`` keeps the table equal to what the modules register and to the
 notebooks' exercise cells.
 
 Why the modules look alike (``duplicates`` lists many pairs of them, all by shape): they are declarations, not code.

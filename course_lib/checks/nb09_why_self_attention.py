@@ -7,7 +7,7 @@ Declarations, not logic to share: its mistakes are whole wrong answers, as a lea
 - ``layer_flops(layer, n, d, k=3, r=4)``: multiply-adds of one layer on n vectors of width d;
 - ``additive_attention(query, keys, values, w_q, w_k, v, mask=None)``: Bahdanau's additive attention.
 
-The first two references live in :mod:`course_lib.models.complexity` (``tests/test_baselines.py`` verifies them
+The first two references live in :mod:`course_lib.models.complexity` (``tests/models/test_baselines.py`` verifies them
 against real layer stacks and PyTorch's ``FlopCounterMode``), the third in :mod:`course_lib.models.seq2seq`.
 """
 

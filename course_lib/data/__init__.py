@@ -11,5 +11,6 @@
 - :mod:`~course_lib.data.digits` (08): scikit-learn's handwritten digits as tensors, split and shifted (training
   a classifier on them is :mod:`course_lib.training.image_classifier`'s).
 
-A data module trains nothing and imports nothing from :mod:`course_lib.training` (``tests/test_repository.py``).
+A data module trains nothing and imports nothing from :mod:`course_lib.training`
+(``tests/repository/test_repository.py``).
 """

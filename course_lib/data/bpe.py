@@ -3,7 +3,7 @@
 The course's other tokenisers learn their merges with Hugging Face ``tokenizers``
 (:func:`course_lib.data.translation.learn_bpe`); this module is the same algorithm spelled out, so that a
 learner can read every step, and it gives the same merges and the same ids as ``tokenizers`` trained on the
-same text with the same settings (``tests/test_bpe.py`` holds the two side by side):
+same text with the same settings (``tests/data/test_bpe.py`` holds the two side by side):
 
 1. **Pre-tokenise** (:func:`pretokenize`): GPT-2's regular expression cuts the text into words, numbers,
    punctuation runs and whitespace; a space stays at the front of the word after it (``" the"``). Merges never

@@ -89,7 +89,7 @@ def number_to_words(number: int, lang: str = "en") -> str:
     and the rest (below 1000). German joins them directly ("zweitausend" + "eins"); English with ", "
     before hundreds and " and " before a smaller rest ("two thousand, one hundred"; "two thousand and
     one"). The result is ``num2words(number, lang=lang)`` exactly: all 1,000,000 numbers below a million
-    were compared in both languages, and ``tests/test_text.py`` compares a sample. A corpus of 43,000
+    were compared in both languages, and ``tests/data/test_text.py`` compares a sample. A corpus of 43,000
     numbers then needs about 4,000 calls of ``num2words`` instead of 86,000 (9 s less in notebook 07).
 
     Example:

@@ -16,7 +16,7 @@ replaced by its part-of-speech tag (``DT``), a plain ``)`` closing each constitu
 The grammar is unambiguous by construction: every word belongs to one word class (so its tag is known), and
 where English would leave a prepositional phrase's attachment open, the preposition decides it (``of`` and
 ``with`` attach to a noun, ``in``, ``on``, ``near`` and ``behind`` to a verb). Every sentence thus has exactly
-one tree, and a perfect parser exists: ``tests/test_treebank.py`` counts the parses of generated sentences with
+one tree, and a perfect parser exists: ``tests/data/test_treebank.py`` counts the parses of generated sentences with
 a chart parser of its own. Real English is not so kind (the treebank's parsers disagree with its annotators on
 about one constituent in ten); that is one of the things notebook 13 says does not transfer.
 

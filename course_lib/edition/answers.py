@@ -51,7 +51,7 @@ CLASS_METHODS = ("forward",)
 ALSO_ANSWERS: dict[str, tuple[str, ...]] = {
     "course_lib.models.positional.sinusoidal_table": (
         "course_lib.models.positional.sinusoidal_frequencies", "course_lib.models.positional.offset_matrix"),
-    # found by the behavioural search (tests/test_withheld_library.py): the causal rule over positions (also the
+    # found by the behavioural search (tests/grading/test_withheld_library.py): the causal rule over positions (also the
     # cache's mask), and the key-padding conversion applied to ``tokens == pad_id``
     "course_lib.models.masking.causal_mask": ("course_lib.models.masking.sliding_window_mask",),
     "course_lib.models.masking.padding_mask": ("course_lib.models.masking.from_key_padding_mask",),

@@ -371,7 +371,7 @@ def validate_exercise(exercise: Exercise, seeds: Sequence[int] = (0,)) -> None:
     """Raise :class:`ExerciseDefinitionError` unless every case is plain data that the reference accepts.
 
     Runs the reference on every public and hidden case generated with each of ``seeds``, as the checks and
-    the grading command will. The tests call it for every registered exercise (``tests/test_exercises.py``);
+    the grading command will. The tests call it for every registered exercise (``tests/checks/test_exercises.py``);
     it is not run at import, so that a notebook's first check stays fast.
     """
     name = exercise.name

@@ -291,7 +291,7 @@ def max_tree_tokens(words: int) -> int:
 
     The paper let its parser write up to the input's length + 300 tokens. Our bound also grows with the
     input, with room to spare: no tree of the generated treebank has more than 4 tokens per word plus 4
-    (``tests/test_parsing.py`` checks it), and an output cut at the bound is not a tree.
+    (``tests/experiments/test_parsing.py`` checks it), and an output cut at the bound is not a tree.
     """
     return 5 * words + 5
 

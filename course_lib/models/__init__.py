@@ -1,7 +1,7 @@
 """The models and their building blocks: everything that is an ``nn.Module`` or the formula inside one.
 
 One module per idea, in the notebooks' order; each imports only other model modules and
-``course_lib.validation`` (``tests/test_repository.py`` keeps it so for every file of this package):
+``course_lib.validation`` (``tests/repository/test_repository.py`` keeps it so for every file of this package):
 
 - :mod:`~course_lib.models.softmax` (00): a numerically stable softmax;
 - :mod:`~course_lib.models.attention` (01, 02): scaled dot-product and multi-head attention;

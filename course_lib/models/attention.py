@@ -266,7 +266,7 @@ def _all_finite(*tensors: torch.Tensor) -> bool:
 
 
 # From this many keys on, without a mask, PyTorch's CPU kernel gives the formula's NaN for every NaN or inf in
-# the query, key or value by itself (tests/test_attention.py checks it on both sides of the bound).
+# the query, key or value by itself (tests/models/test_attention.py checks it on both sides of the bound).
 _KERNEL_KEEPS_NAN_FROM_SEQ_K = 16
 
 
@@ -286,7 +286,7 @@ def _to_test_for_finiteness(query: torch.Tensor, key: torch.Tensor, output: torc
 
     The output always (it shows a NaN the kernel let through from a masked key); the query only where the
     kernel may zero a NaN query's row instead of keeping its NaN: below 16 keys, or off the CPU. From 16 keys on
-    the CPU the kernel keeps that NaN with a mask too (tests/test_attention.py checks it at 15, 16 and 64 keys),
+    the CPU the kernel keeps that NaN with a mask too (tests/models/test_attention.py checks it at 15, 16 and 64 keys),
     so the output alone is summed: one pass over (..., seq_q, d_v) instead of two, about half of the test's cost.
     (Summing one feature per row would be enough, a masked key's NaN fills its whole row, but the slice is one
     more operation, and at 64 tokens an operation costs more than the data it saves: measured, 1.10x against 1.07x.)

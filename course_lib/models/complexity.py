@@ -3,7 +3,7 @@
 The paper's Table 1 compares a self-attention layer with a recurrent and a convolutional layer on three counts:
 operations per layer, sequential operations, and the maximum path length between two positions.
 :func:`max_path_length` and :func:`layer_flops` give two of them exactly (the references of notebook 09's
-exercises); ``tests/test_baselines.py`` verifies them against real layer stacks
+exercises); ``tests/models/test_baselines.py`` verifies them against real layer stacks
 (:mod:`course_lib.models.baselines`) and PyTorch's ``FlopCounterMode``.
 """
 

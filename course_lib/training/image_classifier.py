@@ -109,7 +109,7 @@ def fit_classifier(model: nn.Module, split: DigitsSplit, steps: int,
 
     For :func:`course_lib.training.parallel.map_in_processes`: a model trained in another process is a copy, and
     comes back only as a result. ``fit_classifier(model, split, steps, options)`` gives the same numbers in
-    any process as ``train_classifier(model, split, steps, **options)`` here (``tests/test_parallel.py``).
+    any process as ``train_classifier(model, split, steps, **options)`` here (``tests/training/test_parallel.py``).
 
     Example:
         >>> from course_lib.data.digits import digits_split

@@ -2,7 +2,7 @@
 
 PyTorch has all three (``torch.optim.AdamW``, ``torch.nn.utils.clip_grad_norm_``, ``torch.save`` of state
 dicts), and the course's training engine uses PyTorch's. These are the same algorithms spelled out as the
-papers write them, so that a learner can read every step; ``tests/test_optim.py`` proves them equal to
+papers write them, so that a learner can read every step; ``tests/training/test_optim.py`` proves them equal to
 PyTorch's step for step. The learning-rate schedule lives with the engine
 (:func:`course_lib.training.engine.warmup_cosine_factor`).
 """

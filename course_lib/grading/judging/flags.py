@@ -11,7 +11,8 @@ submission is graded as usual; ``course-grade --flags-score-zero`` scores a flag
 It reads tokens (names, attributes, and strings that are a name, as ``getattr`` and ``importlib`` take them),
 never comments or prose, so that ``# inspect the shapes`` and ``print("counted on the modules")`` raise nothing,
 and ``model.modules()`` (PyTorch's) is not ``sys.modules``. The honest corpus
-(``tests/grading_fixtures/honest``) and the course's solved notebooks raise no flag (``tests/test_flags.py``).
+(``tests/grading/grading_fixtures/honest``) and the course's solved notebooks raise no flag
+(``tests/grading/test_flags.py``).
 
 Example:
     >>> [flag["lines"] for flag in tampering_flags([(3, "import gc\\nx = 1  # inspect the result")])]
