@@ -110,7 +110,8 @@ SAMPLED_TESTS = {
     # week): two weeks a day, every week under COURSE_TEST_ALL=1.
     "tests/grading/test_withheld_library.py::test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week_or_later":
         1 / 7,
-    "tests/test_withheld_library.py::test_an_earlier_exercise_restored_computes_no_later_result_of_its_week": 1 / 7,
+    "tests/grading/test_withheld_library.py::test_an_earlier_exercise_restored_computes_no_later_result_of_its_week":
+        1 / 7,
 }
 
 

@@ -111,7 +111,7 @@ def bpe_merge_step(words: Sequence[Sequence[int]], counts: Sequence[int], new_id
 
     Notebook 10's exercise, so written out whole as its model answer: :func:`train_bpe` takes the same step
     with the module's helpers (:func:`merge_pair`, the same tie rule), updating only the counts a merge changes,
-    and ``tests/test_bpe.py`` holds the two equal step for step.
+    and ``tests/data/test_bpe.py`` holds the two equal step for step.
 
     Example:
         >>> bpe_merge_step([[1, 2, 3], [2, 3]], [1, 2], new_id=9)

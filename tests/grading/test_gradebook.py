@@ -165,7 +165,7 @@ def test_records_cannot_be_rewritten_or_deleted(tmp_path: Path) -> None:
 _WRITER = """
 import sys, time
 from pathlib import Path
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {here!r}]  # this file's folder, and tests/ (conftest)
 import test_gradebook as T
 from course_lib.checks import EXERCISES as CHECKS_TABLE
 from course_lib.exercises import get_exercise
@@ -192,7 +192,8 @@ print(started, time.time())
 def test_two_runs_into_one_folder_at_once_lose_no_update(tmp_path: Path) -> None:
     out = tmp_path / "out"
     procs = [subprocess.Popen([sys.executable, "-c", _WRITER.format(
-        tests=str(ROOT / "tests"), subs=str(tmp_path / p), prefix=p, ready=str(tmp_path / f"ready-{p}"),
+        tests=str(ROOT / "tests"), here=str(Path(__file__).resolve().parent),
+        subs=str(tmp_path / p), prefix=p, ready=str(tmp_path / f"ready-{p}"),
         out=str(out))], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for p in ("a", "b")]
     spans = []
     for proc in procs:

@@ -19,7 +19,7 @@ folder (:func:`course_lib.edition.build.build_student_folder`), its checks modul
 notebook's check binds the reference in that case and the later exercise builds on it (the key/value-cache
 assignment's decoder on the cached attention). The earlier exercise is already judged, so its answer gains
 nothing there; that a restored reference computes no *later* exercise's result is the behavioural search's
-(``tests/test_withheld_library.py``). Only exercises before the one being graded are ever restored
+(``tests/grading/test_withheld_library.py``). Only exercises before the one being graded are ever restored
 (:mod:`course_lib.grading.sandbox.executor`).
 
 Example:
