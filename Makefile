@@ -57,12 +57,14 @@ WORKERS ?= 2
 XDIST := $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -p no:xdist -q tests/exercises/test_one_verdict.py  # serial: see its skip reason
 
 # `make test` (CI) runs a share of the parameters of the long sweeps (every known mistake of every exercise, every
 # benchmark script, every solved notebook, every notebook in JupyterLab), drawn from a seed printed in the report;
 # this runs every parameter of them (tests/conftest.py, SAMPLED_TESTS; CONTRIBUTING.md, "Test tiers").
 test-all: $(STAMP)
 	COURSE_TEST_ALL=1 $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	COURSE_TEST_ALL=1 $(BIN)/python -m pytest -p no:xdist -q tests/exercises/test_one_verdict.py
 
 # Every module's unit tests in tests/, without the slow ones: executing notebooks (every notebook cell is slow,
 # so notebooks/ is not even collected), training models, building the API reference, running benchmark
