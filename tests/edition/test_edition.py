@@ -214,14 +214,11 @@ def _answer_lines_in(folder: Path, exercises: list[Any]) -> set[tuple[str, str]]
 #: Statements of graded answers that the library still holds outside the graded parts: fragments (no function
 #: of the edition computes a graded result with them: the probe's search), found by the test below, not yet
 #: removed. ``DecoderLayer.cross_attention_weights`` repeats the decoder's self-attention sub-layer (pre-LN);
-#: ``experiments.KeySizeAttention.forward`` projects and splits the heads as ``MultiHeadAttention.forward``
-#: does; the PyTorch-backed attention shares the course's masking and dropout lines.
+#: the PyTorch-backed ``scaled_dot_product_attention`` (``course_lib.edition.backed``) shares the course's
+#: masking and dropout lines. The search must find exactly these (one no longer found leaves the set), and
+#: docs/instructors.md names each (``test_the_instructors_guide_names_the_known_fragments``).
 KNOWN_FRAGMENTS = {
     ("course_lib.models.layers.DecoderLayer.forward", "x=x+self.dropout1(self.self_attn(h,h,h,mask=self_mask)[0])"),
-    ("course_lib.models.attention.MultiHeadAttention.forward", "q=split_heads(self.w_q(query),self.num_heads)"),
-    ("course_lib.models.attention.MultiHeadAttention.forward", "k=split_heads(self.w_k(key),self.num_heads)"),
-    ("course_lib.models.attention.MultiHeadAttention.forward", "v=split_heads(self.w_v(value),self.num_heads)"),
-    ("course_lib.models.attention.MultiHeadAttention.forward", "dropout_p=self.dropoutifself.trainingelse0.0"),
     ("course_lib.models.attention.scaled_dot_product_attention", "weights=weights.masked_fill(~has_a_key,0.0)"),
     ("course_lib.models.attention.scaled_dot_product_attention", "weights=F.dropout(weights,p=dropout_p)"),
 }
@@ -605,11 +602,36 @@ def test_the_edition_holds_no_reference_body_no_case_and_no_mistake_code(small_e
     _assert_no_answers(small_edition, course_exercises())
 
 
+def _fragments_passage(guide: str) -> str:
+    """docs/instructors.md's passage on the search's known fragments (from "N known fragments" to "no longer found")."""
+    match = re.search(r"(\w+) known fragments(.*?)no longer found", guide, re.S)
+    assert match, "docs/instructors.md no longer describes the known fragments (N known fragments ... no longer found)"
+    return match.group(0)
+
+
+def _fragments_undescribed(passage: str, fragments: set[tuple[str, str]]) -> list[str]:
+    """What the passage gets wrong about ``fragments``: their number, or a graded part it does not name."""
+    numbers = ["no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+    wrong = [] if passage.split()[0] == numbers[len(fragments)] else [f"the number: {len(fragments)}"]
+    parts = sorted({".".join(key.split(".")[-2:]) if key.split(".")[-2][0].isupper() else key.split(".")[-1]
+                    for key, _ in fragments})
+    return wrong + [part for part in parts if f"`{part}`" not in passage]
+
+
+def test_the_instructors_guide_names_the_known_fragments() -> None:
+    passage = _fragments_passage((ROOT / "docs" / "instructors.md").read_text(encoding="utf-8"))
+    assert not _fragments_undescribed(passage, KNOWN_FRAGMENTS), _fragments_undescribed(passage, KNOWN_FRAGMENTS)
+    extra = {("course_lib.models.gpt.GPT.forward", "x=1")}
+    assert _fragments_undescribed(passage, KNOWN_FRAGMENTS | extra) == ["the number: 4", "GPT.forward"]
+
+
 def test_no_statement_of_a_graded_answer_and_no_bytecode_or_output_is_shipped(small_edition: Path) -> None:
     """Beyond whole bodies: no statement of a graded part in any text of the edition (docstrings and their
     examples included) but the known fragments, no compiled bytecode, no stored notebook output."""
     found = _answer_lines_in(small_edition, course_exercises())
     assert found <= KNOWN_FRAGMENTS, sorted(found - KNOWN_FRAGMENTS)
+    assert found >= KNOWN_FRAGMENTS, f"known fragments no longer found (remove them from KNOWN_FRAGMENTS and " \
+                                     f"docs/instructors.md): {sorted(KNOWN_FRAGMENTS - found)}"
     assert not [p for p in small_edition.rglob("*") if p.suffix in (".pyc", ".pyo")]
     for path in small_edition.rglob("*.ipynb"):
         assert not any(cell.get("outputs") for cell in nbformat.read(path, as_version=4).cells), path

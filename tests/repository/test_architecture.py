@@ -134,3 +134,132 @@ def test_the_readme_layout_names_every_package_and_every_model_module() -> None:
     missing += [f"models/{p.stem}" for p in sorted((ROOT / "course_lib" / "models").glob("*.py"))
                 if p.stem != "__init__" and p.stem not in words]
     assert not missing, f"README's layout does not name: {missing}"
+
+
+# --- which notebook uses which module, against the notebooks' imports -------------------------------------------
+
+IMPORT = re.compile(r"^\s*(?:from\s+course_lib\.([\w.]+)\s+import\b|import\s+course_lib\.([\w.]+))", re.M)
+
+
+def _notebook_imports(path) -> set[str]:
+    """The course_lib modules a notebook's code cells import, relative to the package (``models.attention``)."""
+    import json
+
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    return {a or b for a, b in IMPORT.findall(code)}
+
+
+def _all_notebook_imports() -> dict[str, set[str]]:
+    """Each notebook's number (``"07"``) and the modules it imports."""
+    return {p.name[:2]: _notebook_imports(p) for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))}
+
+
+def _named(cell: str) -> set[str]:
+    """The dotted module names a table cell states, remarks in parentheses left out (``models.gqa (deep dive)``)."""
+    return set(re.findall(r"\b([a-z_0-9]+\.[a-z_0-9]+)\b", re.sub(r"\([^()]*\)", "", cell)))
+
+
+def _notebook_table(text: str) -> tuple[set[str], dict[str, set[str]]]:
+    """The map's section "Notebook -> modules": the modules its opening sentence says every notebook imports,
+    and each row's notebook number and the modules it states."""
+    section = text.split("## Notebook -> modules", 1)[1].split("\n## ", 1)[0]
+    sentence = re.search(r"Every notebook imports (.*?);", section, re.S)
+    assert sentence, 'the section "Notebook -> modules" no longer opens with "Every notebook imports ...;"'
+    every = set(re.findall(r"`course_lib\.([\w.]+)`", sentence.group(1)))
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and re.match(r"\d\d ", cells[0]):
+            rows[cells[0][:2]] = _named(cells[1])
+    return every, rows
+
+
+def _notebook_table_errors(every: set[str], rows: dict[str, set[str]], imports: dict[str, set[str]]) -> list[str]:
+    """What the table states that the notebooks' imports contradict."""
+    errors = [f"notebook {nb} does not import {m}, which every notebook imports" for nb, found in imports.items()
+              for m in sorted(every - found)]
+    errors += [f"notebook {nb} has no row" for nb in sorted(set(imports) - set(rows))]
+    errors += [f"a row for notebook {nb}, which does not exist" for nb in sorted(set(rows) - set(imports))]
+    for nb in sorted(set(rows) & set(imports)):
+        if missing := sorted(imports[nb] - every - rows[nb]):
+            errors.append(f"notebook {nb} imports {missing}, not in its row")
+        if extra := sorted(rows[nb] - imports[nb]):
+            errors.append(f"notebook {nb}'s row names {extra}, which it does not import")
+    return errors
+
+
+def test_the_notebook_table_is_what_the_notebooks_import() -> None:
+    every, rows = _notebook_table(MAP.read_text(encoding="utf-8"))
+    errors = _notebook_table_errors(every, rows, _all_notebook_imports())
+    assert not errors, "docs/architecture.md's notebook -> modules table:\n" + "\n".join(errors)
+
+
+def test_the_notebook_table_rule_can_fail() -> None:
+    text = ("## Notebook -> modules\n\nEvery notebook imports `course_lib.runtime` and `course_lib.checks`; ...\n\n"
+            "| notebook | modules |\n|---|---|\n| 00 welcome | figures.plotting (and models.softmax, its exercise) |\n"
+            "| 01 attention | models.attention, models.masking |\n| 02 gone | models.gpt |\n\n"
+            "## Next\n| 03 x | y.z |\n")
+    every, rows = _notebook_table(text)
+    assert every == {"runtime", "checks"}
+    assert rows == {"00": {"figures.plotting"}, "01": {"models.attention", "models.masking"},
+                    "02": {"models.gpt"}}
+    imports = {"00": {"runtime", "checks", "figures.plotting"}, "01": {"runtime", "models.attention", "data.bpe"}}
+    assert _notebook_table_errors(every, rows, imports) == [
+        "notebook 01 does not import checks, which every notebook imports",
+        "a row for notebook 02, which does not exist",
+        "notebook 01 imports ['data.bpe'], not in its row",
+        "notebook 01's row names ['models.masking'], which it does not import"]
+
+
+def _package_table_notebooks(text: str) -> dict[str, str]:
+    """The map's package table: each single-module row's module (``models.attention``) and its notebooks cell."""
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        match = re.fullmatch(r"`course_lib/([\w/]+)\.py`", cells[1]) if len(cells) >= 4 else None
+        if match and not match.group(1).endswith("__init__"):
+            rows[match.group(1).replace("/", ".")] = cells[3]
+    return rows
+
+
+def _stated_notebooks(cell: str, notebooks: list[str]) -> list[str]:
+    """The notebooks a cell names: two-digit numbers, "all", or "all but" numbers (remarks in parentheses left
+    out)."""
+    stated = re.sub(r"\([^()]*\)", "", cell)
+    numbers = re.findall(r"\b\d\d\b", stated)
+    if stated.strip().startswith("all"):
+        return [nb for nb in notebooks if nb not in numbers] if stated.strip().startswith("all but") else notebooks
+    return sorted(numbers)
+
+
+def _package_table_errors(rows: dict[str, str], imports: dict[str, set[str]]) -> list[str]:
+    """Rows whose notebooks cell is not the notebooks that import the module; modules no notebook imports are
+    not held to it (the package itself, the grader's)."""
+    errors = []
+    for module, cell in sorted(rows.items()):
+        users = sorted(nb for nb, found in imports.items() if module in found)
+        if users and _stated_notebooks(cell, sorted(imports)) != users:
+            errors.append(f"{module}: says {cell!r}, imported by {users}")
+    return errors
+
+
+def test_the_package_tables_notebooks_are_those_that_import_each_module() -> None:
+    errors = _package_table_errors(_package_table_notebooks(MAP.read_text(encoding="utf-8")), _all_notebook_imports())
+    assert not errors, "docs/architecture.md's package table, column notebooks:\n" + "\n".join(errors)
+
+
+def test_the_package_table_rule_can_fail() -> None:
+    text = ("| | `course_lib/models/gpt.py` | the model | 10, 11 | `test_gpt.py` |\n"
+            "| | `course_lib/runtime.py` | seeds | all | |\n| | `course_lib/models/bert.py` | BERT | 12 | |\n"
+            "| | `course_lib/models/softmax.py` | softmax | 15 (00's exercise) | |\n"
+            "| | `course_lib/figures/plotting.py` | plots | all but 15 | |\n")
+    rows = _package_table_notebooks(text)
+    assert rows["models.softmax"] == "15 (00's exercise)" and len(rows) == 5
+    imports = {"00": {"runtime", "models.gpt", "figures.plotting"}, "12": {"runtime", "models.softmax"},
+               "15": {"models.softmax", "figures.plotting"}}
+    assert _package_table_errors(rows, imports) == [
+        "figures.plotting: says 'all but 15', imported by ['00', '15']",
+        "models.gpt: says '10, 11', imported by ['00']",
+        "models.softmax: says \"15 (00's exercise)\", imported by ['12', '15']",
+        "runtime: says 'all', imported by ['00', '12']"]
