@@ -7,6 +7,8 @@ leaves the map with it.
 from __future__ import annotations
 
 import re
+import shutil
+from pathlib import Path
 
 from conftest import ROOT
 
@@ -125,15 +127,52 @@ def _entry(lines: list[str], name: str) -> str:
     return " ".join(lines[start:end])
 
 
-def test_the_readme_layout_names_every_package_and_every_model_module() -> None:
-    lines = _readme_layout()
+#: The packages whose entry in README's layout lists its modules ("a module each: a, b (remark), c").
+ENUMERATED = ("models", "data", "generation", "evaluation", "experiments", "figures")
+
+
+def _listed_modules(entry: str) -> list[str]:
+    """The modules an entry lists after "a module each:", remarks in parentheses left out."""
+    _, found, listed = entry.partition("a module each:")
+    return [name.strip() for name in re.sub(r"\([^()]*\)", "", listed).split(",")] if found else []
+
+
+def _layout_errors(lines: list[str], package: Path) -> list[str]:
+    """What README's layout (``lines``) says about the package at ``package`` that its files contradict."""
     text = " ".join(lines)
-    packages = sorted(p.name for p in (ROOT / "course_lib").iterdir() if (p / "__init__.py").is_file())
-    missing = [f"{p}/" for p in packages if f"{p}/" not in text]
-    words = set(re.findall(r"[a-z_0-9]+", _entry(lines, "models/")))
-    missing += [f"models/{p.stem}" for p in sorted((ROOT / "course_lib" / "models").glob("*.py"))
-                if p.stem != "__init__" and p.stem not in words]
-    assert not missing, f"README's layout does not name: {missing}"
+    subpackages = {p.parent.relative_to(package).as_posix() for p in package.rglob("__init__.py")} - {"."}
+    folders = {f"{p.rsplit('/', 1)[-1]}" for p in subpackages}
+    errors = [f"{p}/ is not named" for p in sorted(folders) if not re.search(rf"\b{p}/", text)]
+    errors += [f"{f}/ is named but is no package" for f in sorted(set(re.findall(r"\b(\w+)/", text)) - folders)]
+    modules = {p.name for p in package.glob("*.py") if not p.name.startswith("_")}
+    errors += [f"{m} is not named" for m in sorted(modules) if m not in text]
+    errors += [f"{m} is named but is no module" for m in sorted(set(re.findall(r"\b\w+\.py\b", text)) - modules)]
+    for name in ENUMERATED:
+        listed = _listed_modules(_entry(lines, f"{name}/"))
+        actual = sorted(p.stem for p in (package / name).glob("*.py") if p.stem != "__init__")
+        errors += [f"{name}/{m} is not listed" for m in actual if m not in listed]
+        errors += [f"{name}/{m} is listed but is no module" for m in listed if m not in actual]
+    return errors
+
+
+def test_the_readme_layout_is_the_package() -> None:
+    """README's layout names every package and sub-package, every public top-level module, and every module of
+    the packages it lists module by module; nothing it names is missing from the package."""
+    errors = _layout_errors(_readme_layout(), ROOT / "course_lib")
+    assert not errors, "README's layout of course_lib:\n" + "\n".join(errors)
+
+
+def test_the_readme_layout_rule_can_fail(tmp_path: Path) -> None:
+    for module in _modules():  # the package's tree of modules, empty
+        (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / module).touch()
+    (tmp_path / "course_lib" / "models" / "mamba.py").write_text("")
+    (tmp_path / "course_lib" / "data" / "treebank.py").unlink()
+    shutil.rmtree(tmp_path / "course_lib" / "grading" / "records")
+    lines = [line.replace("validation.py", "validation.py, helpers.py") for line in _readme_layout()]
+    assert _layout_errors(lines, tmp_path / "course_lib") == [
+        "records/ is named but is no package", "helpers.py is named but is no module",
+        "models/mamba is not listed", "data/treebank is listed but is no module"]
 
 
 # --- which notebook uses which module, against the notebooks' imports -------------------------------------------
