@@ -20,11 +20,12 @@ The steps (see ``docs/grading.md`` for the instructor's view):
    kills its sandbox is marked; a fresh sandbox replays the earlier exercise cells and goes on.
 6. **Compare** in this process (:mod:`course_lib.grading.judging.judge`): the outputs, loaded with hard limits
    (:mod:`course_lib.grading.judging.results`), against the reference run here on the same hidden cases, with
-   :func:`course_lib.exercises.compare_outputs`. The run records each exercise's status and how many hidden
-   cases passed; points follow from them under the gradebook's scoring rule
-   (:mod:`course_lib.grading.judging.scoring`): by default all or nothing, ``exercise.points`` when every
-   hidden case passes (known mistakes often pass the easy cases); with ``--partial-credit`` a ``fail`` earns
-   ``points * cases_passed / cases_total``, while an error, a timeout, a refused or missing cell still earn 0.
+   :func:`course_lib.exercises.compare_outputs`. The run's report scores each exercise all or nothing,
+   ``exercise.points`` when every hidden case passes, else 0 (known mistakes often pass the easy cases), and
+   records its status and how many hidden cases passed. The exports and the students' feedback apply the
+   gradebook's scoring rule to those (:mod:`course_lib.grading.judging.scoring`): all or nothing by default;
+   with ``--partial-credit`` a ``fail`` earns ``points * cases_passed / cases_total``, any other status (an
+   error, a timeout, a refused or missing cell) 0.
 """
 
 from __future__ import annotations
