@@ -37,6 +37,7 @@ from course_lib.evaluation.bag_of_words import bag_of_words_accuracy  # noqa: E4
 from course_lib.evaluation.metrics import classifier_accuracy  # noqa: E402
 from course_lib.models.bert import BERT  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
+from course_lib.training.lessons import LESSON_12  # noqa: E402
 from course_lib.training.pretraining import (  # noqa: E402
     DocstringData,
     fine_tune,
@@ -45,7 +46,7 @@ from course_lib.training.pretraining import (  # noqa: E402
 )
 
 # notebooks/12_bert.ipynb, sections 2-7
-CONFIG = dict(d_model=128, num_heads=4, num_layers=2, dropout=0.0)  # notebook 12 (no dropout: see its section 5)
+CONFIG = dict(LESSON_12.model)  # notebook 12 (no dropout: see its section 5)
 
 
 def one_seed(data: DocstringData, seed: int, args: argparse.Namespace) -> dict:
@@ -57,7 +58,8 @@ def one_seed(data: DocstringData, seed: int, args: argparse.Namespace) -> dict:
                  **CONFIG)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     history = pretrain_mlm(model, data.stream, args.pretrain_steps, data.cls_id, data.mask_id, data.special_ids,
-                           seq_len=data.seq_len, seed=seed, progress=False)
+                           seq_len=data.seq_len, batch_size=LESSON_12.train["batch_size"], lr=LESSON_12.train["lr"],
+                           warmup=LESSON_12.train["warmup"], seed=seed, progress=False)
     pretrain_wall, pretrain_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     set_seed(seed)
     fine_tune(model, tokens, labels, args.finetune_steps, lr=args.finetune_lr, seed=seed, progress=False)
@@ -77,11 +79,13 @@ def one_seed(data: DocstringData, seed: int, args: argparse.Namespace) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 20 pre-training and 10 fine-tuning steps")
-    parser.add_argument("--pretrain-steps", type=int, default=2400,
-                        help="MLM steps (notebook 12: 600; its LONG_RUN: 2400)")
-    parser.add_argument("--finetune-steps", type=int, default=120)
-    parser.add_argument("--finetune-lr", type=float, default=3e-4)
-    parser.add_argument("--per-class", type=int, default=32, help="labelled docstrings of each package")
+    parser.add_argument("--pretrain-steps", type=int, default=LESSON_12.long_steps,
+                        help=f"MLM steps (notebook 12: {LESSON_12.steps}; its LONG_RUN: "
+                             f"{LESSON_12.long_steps})")
+    parser.add_argument("--finetune-steps", type=int, default=LESSON_12.train["finetune_steps"])
+    parser.add_argument("--finetune-lr", type=float, default=LESSON_12.train["finetune_lr"])
+    parser.add_argument("--per-class", type=int, default=LESSON_12.train["per_class"],
+                        help="labelled docstrings of each package")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--threads", type=int, default=2, help="torch threads (notebook 12 asks for 2)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "bert.md")
@@ -91,7 +95,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     busy = cpu_busy_share()
     info = machine_info()
-    data = DocstringData.build()
+    data = DocstringData.build(vocab_size=LESSON_12.train["vocab_size"], seq_len=LESSON_12.train["seq_len"])
     runs = []
     for seed in args.seeds:
         runs.append(one_seed(data, seed, args))

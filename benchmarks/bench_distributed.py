@@ -2,7 +2,7 @@
 processes (torchrun, DistributedDataParallel, gloo), the same global batch in both.
 
 What it measures
-- notebook 07's model and recipe (``course_lib.training.cli.tasks.TRANSLATE_DEFAULTS``: d_model 128, 4 heads,
+- notebook 07's model and recipe (``course_lib.training.lessons.LESSON_07``: d_model 128, 4 heads,
   2 + 2 layers, BPE targets), trained by ``course-train translate`` for a fixed number of steps;
 - three launches with the same global batch of 128 sentences per step: one process with one thread
   (batch 128), one process with two threads (batch 128), and two processes with one thread each

@@ -45,6 +45,7 @@ from course_lib.figures.explorer import (  # noqa: E402
 )
 from course_lib.models.gpt import GPT  # noqa: E402
 from course_lib.models.positional import sinusoidal_table  # noqa: E402
+from course_lib.training.lessons import LESSON_11  # noqa: E402
 
 TARGET_MS = 100.0
 
@@ -62,9 +63,9 @@ TIME_EVENT = """async ([selector, kind, value]) => {
 
 def views(quick: bool) -> tuple[list, float]:
     corpus = python_docs_corpus()
-    bpe = ByteBPE.train(corpus.train[:10] if quick else corpus.train, vocab_size=1024)
+    bpe = ByteBPE.train(corpus.train[:10] if quick else corpus.train, vocab_size=LESSON_11.train["vocab_size"])
     torch.manual_seed(0)
-    model = GPT(bpe.vocab_size, d_model=128, num_heads=4, num_layers=4, max_len=128)
+    model = GPT(bpe.vocab_size, max_len=LESSON_11.train["seq_len"], **LESSON_11.model)  # notebook 11's GPT
     prompt = bpe.decode(bpe.encode(corpus.valid[0])[:64])
     start = time.perf_counter()
     attention = explore_gpt_attention(model, bpe, [prompt])

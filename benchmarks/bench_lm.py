@@ -40,11 +40,12 @@ from course_lib.models.gpt import GPT  # noqa: E402
 from course_lib.models.ngram import KneserNeyLM  # noqa: E402
 from course_lib.runtime import set_seed  # noqa: E402
 from course_lib.training.language_model import evaluate_perplexity, train_lm  # noqa: E402
+from course_lib.training.lessons import LESSON_11  # noqa: E402
 
-# notebooks/11_language_model.ipynb, sections 2-5
-VOCAB_SIZE, SEQ_LEN = 1024, 128
-CONFIG = dict(d_model=128, num_heads=4, num_layers=4, dropout=0.0, activation="gelu_tanh")
-TRAIN = dict(batch_size=16, seq_len=SEQ_LEN, lr=2e-3, warmup=30)
+# notebooks/11_language_model.ipynb, sections 2-5: the lesson's one configuration
+VOCAB_SIZE, SEQ_LEN = LESSON_11.train["vocab_size"], LESSON_11.train["seq_len"]
+CONFIG = dict(LESSON_11.model)
+TRAIN = {key: LESSON_11.train[key] for key in ("batch_size", "seq_len", "lr", "warmup", "weight_decay")}
 TARGET_RATIO, TARGET_SECONDS, TARGET_SPEEDUP = 0.75, 180.0, 3.0
 
 

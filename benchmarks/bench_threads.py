@@ -64,17 +64,18 @@ torch.set_num_threads(int(threads))
 torch.manual_seed(0)
 if loop == "vit":
     from course_lib.models.vit import VisionTransformer
-    model = VisionTransformer(image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=64, num_heads=4,
-                              num_layers=2, d_ff=128, dropout=0.0, pool="cls")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.05)
+    from course_lib.training.lessons import LESSON_08
+    model, recipe = VisionTransformer(**LESSON_08.model), LESSON_08.train  # notebook 08's ViT and recipe
+    opt = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], weight_decay=recipe["weight_decay"])
     def batch():
-        return torch.rand(128, 1, 8, 8), torch.randint(0, 10, (128,))
+        return torch.rand(recipe["batch_size"], 1, 8, 8), torch.randint(0, 10, (recipe["batch_size"],))
     def loss_of(x, y):
-        return F.cross_entropy(model(x), y, label_smoothing=0.1)
+        return F.cross_entropy(model(x), y, label_smoothing=recipe["label_smoothing"])
 elif loop in ("gpt", "gpt_dropout"):
     from course_lib.models.gpt import GPT
-    model = GPT(1024, d_model=128, num_heads=4, num_layers=4, max_len=128,
-                dropout=0.1 if loop == "gpt_dropout" else 0.0, activation="gelu_tanh")
+    from course_lib.training.lessons import LESSON_11
+    model = GPT(LESSON_11.train["vocab_size"], max_len=LESSON_11.train["seq_len"],  # notebook 11's GPT
+                **{**LESSON_11.model, "dropout": 0.1 if loop == "gpt_dropout" else 0.0})
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
     def batch():
         tokens = torch.randint(0, 1024, (16, 129))

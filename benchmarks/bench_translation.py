@@ -44,22 +44,22 @@ from course_lib.generation.decoding import translate
 from course_lib.models.transformer import Transformer
 from course_lib.runtime import set_seed
 from course_lib.training.engine import label_smoothed_cross_entropy, make_optimizer, make_scheduler, train
+from course_lib.training.lessons import LESSON_07
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run_all import cpu_busy_share, load_note, machine_info, markdown_machine  # noqa: E402  (not a package)
 
-# The notebook's defaults (notebooks/07_training_and_decoding.ipynb): keep them in step.
-CONFIG = dict(d_model=128, num_heads=4, num_layers=2, d_ff=256, dropout=0.0, norm_first=True,
-              batch_size=128, warmup=300, lr_scale=0.6, smoothing=0.1, bpe_vocab_size=120)
-STEPS = 800
+# The notebook's defaults (notebooks/07_training_and_decoding.ipynb), from the lesson's one configuration.
+CONFIG = {**LESSON_07.model, **LESSON_07.train}
+STEPS = LESSON_07.steps
 TARGET_EXACT, TARGET_CHRF, TARGET_SECONDS = 90.0, 97.0, 180.0
 
 
 def build(src_vocab: Vocab, tgt_vocab: Vocab, cfg: dict) -> Transformer:
     return Transformer(len(src_vocab), len(tgt_vocab), d_model=cfg["d_model"], num_heads=cfg["num_heads"],
                        num_encoder_layers=cfg["num_layers"], num_decoder_layers=cfg["num_layers"], d_ff=cfg["d_ff"],
-                       dropout=cfg["dropout"], max_len=128, norm_first=cfg["norm_first"])
+                       dropout=cfg["dropout"], max_len=cfg["max_len"], norm_first=cfg["norm_first"])
 
 
 def setup(corpus, target: str, cfg: dict):
@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds, args.steps, args.compare_seconds, args.out = [0], 60, 10.0, None
     n_test, n_compare = (100, 100) if args.quick else (2000, 1000)
     load_before = cpu_busy_share()
-    corpus = make_number_corpus(40_000, 1_000, 2_000, max_number=999_999, seed=0)
+    corpus = make_number_corpus(CONFIG["n_train"], CONFIG["n_valid"], CONFIG["n_test"], max_number=CONFIG["max_number"],
+                                seed=0)
     rows = [default_run(corpus, s, args.steps, n_test) for s in args.seeds]
     comparison = [timed_run(corpus, t, args.compare_seconds, n_compare) for t in ("char", "bpe")]
     speed_repeats = 2 if args.quick else 5

@@ -14,6 +14,10 @@ evaluated by fine-tuning copies on the labelled task) and ``llama`` (notebook 14
 RMSNorm, SwiGLU, RoPE, grouped-query attention, an optional sliding window). :data:`NOTEBOOK_MODELS` says,
 for every notebook that trains a model, which task trains it (``course-train --list``).
 
+The model and recipe of each task come from its lesson (:mod:`course_lib.training.lessons`, the one place the
+notebook and the benchmarks read too); the defaults here add what only ``course-train`` needs (data files,
+evaluation sizes, the variants' switches).
+
 Adding a task: write ``build_x(config, device) -> Setup`` and its defaults, and register
 ``TASKS["x"] = Task("x", X_DEFAULTS, build_x, "...")``. The command line, checkpoints, resume and many
 processes then work unchanged.
@@ -29,6 +33,7 @@ import torch
 from torch import nn
 
 from course_lib.training.engine import Prediction, classification_step, translation_step
+from course_lib.training.lessons import LESSON_07, LESSON_08, LESSON_11, LESSON_12, LESSON_14
 
 __all__ = ["Setup", "Task", "TASKS", "TRANSLATE_DEFAULTS", "VIT_DEFAULTS", "TRANSLATE_QUICK", "VIT_QUICK",
            "LM_DEFAULTS", "LM_QUICK", "BERT_DEFAULTS", "BERT_QUICK", "LLAMA_DEFAULTS", "LLAMA_QUICK",
@@ -78,29 +83,18 @@ COMMON_DEFAULTS = dict(steps=0, seed=0, batch_size=0, accumulate=1, clip_grad_no
 # --quick and COURSE_SMOKE=1: a run of seconds that still crosses checkpoints (every 10 of 30 steps).
 COMMON_QUICK = dict(steps=30, checkpoint_every=10, batch_size=32)
 
-# Notebook 07's CONFIG (LONG_RUN = False), its corpus and its evaluation (greedy, 2 000 test numbers).
-TRANSLATE_DEFAULTS = {**COMMON_DEFAULTS, **dict(
-    steps=800, batch_size=128,
-    d_model=128, num_heads=4, num_layers=2, d_ff=256, dropout=0.0, norm_first=True, max_len=128,
-    warmup=300, lr_scale=0.6, smoothing=0.1, bpe_vocab_size=120, architecture="transformer", d_k=0,
-    positions="sinusoidal",
-    n_train=40_000, n_valid=1_000, n_test=2_000, max_number=999_999,
+# Notebook 07's model and recipe (LONG_RUN = False), its corpus and its evaluation (greedy, 2 000 test numbers);
+# notebook 09's and 13's variants through architecture, d_k and positions; sentence pairs from files.
+TRANSLATE_DEFAULTS = {**COMMON_DEFAULTS, "steps": LESSON_07.steps, **LESSON_07.model, **LESSON_07.train, **dict(
+    architecture="transformer", d_k=0, positions="sinusoidal",
     train_tsv="", train_src="", train_tgt="", test_tsv="", test_src="", test_tgt="",
     eval_size=2_000, eval_max_len=40,
 )}
+TRANSLATE_QUICK = {**COMMON_QUICK, **LESSON_07.quick}
 
-TRANSLATE_QUICK = {**COMMON_QUICK, **dict(
-    n_train=2_000, n_valid=0, n_test=100, max_number=9_999, bpe_vocab_size=60, d_model=32, num_heads=2,
-    num_layers=1, d_ff=64, warmup=10, eval_size=50,
-)}
-
-# Notebook 08's VIT_CONFIG and TRAIN, [CLS] pooling, 2 500 steps; evaluated on the 360 test digits.
-VIT_DEFAULTS = {**COMMON_DEFAULTS, **dict(
-    steps=2_500, batch_size=128,
-    image_size=8, patch_size=4, in_channels=1, num_classes=10, d_model=64, num_heads=4, num_layers=2, d_ff=128,
-    dropout=0.0, pool="cls", lr=3e-3, weight_decay=0.05, warmup=50, label_smoothing=0.1, max_shift=1,
-)}
-VIT_QUICK = {**COMMON_QUICK, **dict(d_model=32, num_heads=2, num_layers=1, d_ff=64, warmup=5)}
+# Notebook 08's model and recipe ([CLS] pooling, 2 500 steps); evaluated on the 360 test digits.
+VIT_DEFAULTS = {**COMMON_DEFAULTS, "steps": LESSON_08.steps, **LESSON_08.model, **LESSON_08.train}
+VIT_QUICK = {**COMMON_QUICK, **LESSON_08.quick}
 
 
 def validate_translate(config: dict) -> None:
@@ -230,24 +224,15 @@ def build_vit(config: dict, device: torch.device) -> Setup:
                  f"digits split {split.sizes}")
 
 
-# Notebook 11's CONFIG and training (LONG_RUN = False): the Python manual, byte-level BPE of 1 024, a GPT of 4
-# layers, AdamW with a warm-up and a cosine decay to 10 %; evaluated by the validation perplexity.
-LM_DEFAULTS = {**COMMON_DEFAULTS, **dict(
-    steps=400, batch_size=16, vocab_size=1024, seq_len=128, d_model=128, num_heads=4, num_layers=4, dropout=0.0,
-    activation="gelu_tanh", lr=2e-3, warmup=30, weight_decay=0.1, text_file="",
-)}
-LM_QUICK = {**COMMON_QUICK, **dict(batch_size=8, vocab_size=300, seq_len=32, d_model=32, num_heads=2, num_layers=1,
-                                   warmup=5)}
+# Notebook 11's model and recipe (LONG_RUN = False): the Python manual (or text_file), byte-level BPE of 1 024, a
+# GPT of 4 layers, AdamW with a warm-up and a cosine decay to 10 %; evaluated by the validation perplexity.
+LM_DEFAULTS = {**COMMON_DEFAULTS, "steps": LESSON_11.steps, **LESSON_11.model, **LESSON_11.train, "text_file": ""}
+LM_QUICK = {**COMMON_QUICK, **LESSON_11.quick}
 
-# Notebook 12's CONFIG, pre-training and fine-tuning (LONG_RUN = False): docstrings of the standard library,
-# byte-level BPE of 1 000, a BERT of 2 layers pre-trained with MLM; evaluated like the notebook, by
+# Notebook 12's model, pre-training and fine-tuning (LONG_RUN = False); evaluated like the notebook, by
 # fine-tuning a copy on 32 labelled docstrings per class (seed 0) and scoring the held-out docstrings.
-BERT_DEFAULTS = {**COMMON_DEFAULTS, **dict(
-    steps=600, batch_size=32, vocab_size=1000, seq_len=64, d_model=128, num_heads=4, num_layers=2, dropout=0.0,
-    lr=1e-3, warmup=50, per_class=32, finetune_steps=120, finetune_lr=3e-4, finetune_batch_size=16,
-)}
-BERT_QUICK = {**COMMON_QUICK, **dict(batch_size=16, vocab_size=300, seq_len=32, d_model=32, num_heads=2,
-                                     num_layers=1, warmup=5, per_class=4, finetune_steps=10)}
+BERT_DEFAULTS = {**COMMON_DEFAULTS, "steps": LESSON_12.steps, **LESSON_12.model, **LESSON_12.train}
+BERT_QUICK = {**COMMON_QUICK, **LESSON_12.quick}
 
 
 class _Windows(torch.utils.data.Dataset):
@@ -299,17 +284,15 @@ def build_lm(config: dict, device: torch.device) -> Setup:
                                             f"{bpe.vocab_size}")
 
 
-# Notebook 14's CONFIG and training (LONG_RUN = False), section 5's grouped-query model: the Python manual,
-# byte-level BPE of 512, a Llama-layout model of 2 layers, 4 query heads sharing 2 key/value heads, AdamW with
-# 30 warm-up steps and then a constant rate (the notebook's schedule: it does not depend on `steps`, so a resumed
-# run may grow). window=0 is full causal attention; window=W is Mistral's sliding window (section 6).
-LLAMA_DEFAULTS = {**COMMON_DEFAULTS, **dict(
-    steps=300, batch_size=16, vocab_size=512, seq_len=64, d_model=64, num_heads=4, num_kv_heads=2, num_layers=2,
-    d_ff=0, window=0, norm_eps=1e-6, rope_base=10000.0, rope_layout="half", tie_weights=False, lr=3e-3, warmup=30,
-    weight_decay=0.1, text_file="",
+# Notebook 14's model and recipe (LONG_RUN = False), section 5's grouped-query model (4 query heads sharing 2
+# key/value heads), AdamW with 30 warm-up steps and then a constant rate (the notebook's schedule: it does not
+# depend on `steps`, so a resumed run may grow). The Llama's other arguments are its defaults (0: the model's
+# own choice); window=0 is full causal attention, window=W Mistral's sliding window (section 6).
+LLAMA_DEFAULTS = {**COMMON_DEFAULTS, "steps": LESSON_14.steps, **LESSON_14.model, **LESSON_14.train, **dict(
+    num_kv_heads=2, d_ff=0, window=0, norm_eps=1e-6, rope_base=10000.0, rope_layout="half", tie_weights=False,
+    text_file="",
 )}
-LLAMA_QUICK = {**COMMON_QUICK, **dict(batch_size=8, vocab_size=300, seq_len=32, d_model=32, num_heads=2,
-                                      num_kv_heads=1, num_layers=1, warmup=5)}
+LLAMA_QUICK = {**COMMON_QUICK, **LESSON_14.quick}
 
 
 def validate_llama(config: dict) -> None:
