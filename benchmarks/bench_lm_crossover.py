@@ -120,12 +120,12 @@ def gpt_run(seed: int, vocab_size: int, train_stream: torch.Tensor, scored: torc
             "cpu_seconds": time.process_time() - cpu0, "marks": marks}
 
 
-def step_rate(vocab_size: int, train_stream: torch.Tensor, seconds: float) -> float:
+def step_rate(vocab_size: int, train_stream: torch.Tensor, seconds: float, warmup_steps: int = 10) -> float:
     """Training steps per second of notebook 11's GPT on this machine now (a fresh model, ``seconds`` of
-    training after 10 warm-up steps that are not counted)."""
+    training after ``warmup_steps`` steps that are not counted)."""
     set_seed(0)
     model = GPT(vocab_size, max_len=SEQ_LEN, **CONFIG)
-    train_lm(model, train_stream, steps=10, progress=False, **TRAIN)
+    train_lm(model, train_stream, steps=warmup_steps, progress=False, **TRAIN)
     history = train_lm(model, train_stream, steps=10**9, max_seconds=seconds, progress=False, **TRAIN)
     return history.steps / history.seconds
 
@@ -263,7 +263,7 @@ def calibration(texts: dict[str, TextCorpus], args: argparse.Namespace) -> dict:
     rates = {}
     for name, corpus in texts.items():
         bpe, train_stream, _ = prepared(corpus, args.valid_windows)
-        rates[name] = step_rate(bpe.vocab_size, train_stream, args.calibrate)
+        rates[name] = step_rate(bpe.vocab_size, train_stream, args.calibrate, 2 if args.quick else 10)
         print(f"{name}: {rates[name]:.2f} steps/s", flush=True)
     return {"machine": info, "busy_before": busy, "seconds": args.calibrate, "steps_per_second": rates}
 
@@ -297,9 +297,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "results" / "lm_crossover")
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.steps, args.evaluations, args.valid_windows = args.seeds[:2], [20, 40], [2, 2], 64
+        # A functional check, not a measurement: every stage runs, each as briefly as it can (two seeds so that
+        # the median and the per-seed columns are exercised; two evaluations per run so that a curve has points).
+        args.seeds, args.steps, args.evaluations, args.valid_windows = args.seeds[:2], [4, 6], [2, 2], 16
         args.orders, args.discounts, args.dev_windows = [1, 2, 3], [0.6, 0.9], 16
-        args.calibrate = min(args.calibrate, 5.0)
+        args.calibrate = min(args.calibrate, 1.0)
     texts = corpora(args.quick)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.calibrate_only:
