@@ -1,4 +1,4 @@
-# expect: forbidden
+# expect: error,forbidden
 # Written against the witness: its profiler session left on and both marks in place, but its CPU collection paused
 # (`_toggle_collection_dynamic`, reached by strings the tampering flags do not read) around the private softmax
 # kernel, which no watched name reaches, and resumed before the call returns. The backward is written out by hand,
