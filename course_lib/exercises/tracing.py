@@ -62,7 +62,8 @@ _TAMPER_NAMES = {
     ("threading", "setprofile_all_threads"), ("threading", "settrace_all_threads"),
     ("torch._C._autograd", "_disable_profiler_legacy"), ("torch._C._autograd", "_disable_profiler"),
     ("torch._C._autograd", "_enable_profiler_legacy"), ("torch._C._autograd", "_enable_profiler"),
-    ("torch._C._autograd", "_prepare_profiler"), ("torch._C", "_pop_torch_dispatch_stack"),
+    ("torch._C._autograd", "_prepare_profiler"), ("torch._C._autograd", "_enable_record_function"),
+    ("torch._C._autograd", "_toggle_collection_dynamic"), ("torch._C", "_pop_torch_dispatch_stack"),
     ("torch._C", "_set_dispatch_mode"), ("torch._C", "_unset_dispatch_mode"),
     # work handed to a thread or a process started during the call, where the record does not follow
     ("_thread", "start_new_thread"), ("_thread", "start_joinable_thread"), ("_thread", "start_new"),

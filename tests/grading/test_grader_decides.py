@@ -24,8 +24,8 @@ from course_lib.exercises.feedback import run_check
 from course_lib.exercises.tracing import thread_idents
 from course_lib.exercises.verdict import Rules, inputs_as_plain, reference_observation
 from course_lib.grading.course import ExerciseSpec
-from course_lib.grading.judging.judge import judge
-from course_lib.grading.sandbox.codec import encode_cases, npz_bytes, witnessed_ops
+from course_lib.grading.judging.judge import judge, witness_verdict
+from course_lib.grading.sandbox.codec import encode_cases, npz_bytes, witnessed_ops, witnessed_processes
 from course_lib.grading.sandbox.sandbox_main import observe_cases, witness_recorder
 
 WITNESSED = witness_recorder()  # the runner's witness, made as the runner makes it (before the learner's code)
@@ -143,6 +143,60 @@ def test_switching_the_record_off_earns_nothing() -> None:
 
     status, message, *_ = _grade("stable_softmax", hides)
     assert status == "forbidden" and "switched off" in message, message
+
+
+def test_the_witness_counts_a_process_alive_or_reaped_while_a_request_runs() -> None:
+    """Another process's operators are in no profiler session of the runner's
+    (``tests/grading/grading_fixtures/attacks/softmax_in_a_process.py``): the witness counts the runner's
+    descendants alive at a request's start or end and any child reaped during it, and the grader refuses."""
+    import subprocess
+    import sys
+
+    witnessed = witness_recorder()
+    assert witnessed("n", lambda: None)[1]["processes"] == 0
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert witnessed("n", lambda: None)[1]["processes"] >= 1  # started before the request, alive through it
+    finally:
+        child.kill()
+        child.wait()
+    assert witnessed("n", lambda: None)[1]["processes"] == 0
+    ran = witnessed("n", lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))[1]
+    assert ran["processes"] >= 1  # started and reaped inside the request
+    spec = ExerciseSpec(get_exercise("stable_softmax"), 0, "", "stable_softmax", [])
+    verdict = witness_verdict(spec, witnessed_ops(ran, "n"), witnessed_processes(ran))
+    assert verdict is not None and verdict[0] == "forbidden" and "process" in verdict[1], verdict
+
+
+def test_the_switches_that_pause_the_witness_are_gone_from_every_module() -> None:
+    """RecordFunction's switch and the profiler's collection toggle hide operators with the witness's session
+    and marks intact (``record_function_off``, ``collection_paused``): the runner takes them out of every loaded
+    module before learner code runs. Run in a fresh interpreter (it changes the process for good)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, torch.autograd.profiler as P\n"
+        "from course_lib.grading.sandbox.sandbox_main import DISARMED, disarm, witness_recorder\n"
+        "from course_lib.grading.sandbox.codec import witnessed_ops\n"
+        "witnessed = witness_recorder()\n"
+        "places = disarm()\n"
+        "assert {f'torch._C._autograd.{n}' for n in DISARMED} <= set(places), places\n"
+        "for owner in (torch._C._autograd, P, torch.autograd):\n"
+        "    for name in DISARMED:\n"
+        "        f = getattr(owner, name, None)\n"
+        "        if f is not None:\n"
+        "            try:\n"
+        "                f(False)\n"
+        "            except RuntimeError:\n"
+        "                continue\n"
+        "            raise SystemExit(f'{owner.__name__}.{name} still works')\n"
+        "_, record = witnessed('n', lambda: torch.softmax(torch.randn(2, 3), -1))\n"
+        "assert 'aten::_softmax' in witnessed_ops(record, 'n'), record\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_work_handed_to_a_background_thread_earns_nothing() -> None:

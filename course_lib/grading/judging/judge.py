@@ -91,13 +91,18 @@ def _status(finding: Finding) -> str:
     return _KIND_STATUS.get(finding.kind, _STATUS.get(finding.status, "fail"))
 
 
-def witness_verdict(spec: ExerciseSpec, ops: Any) -> Verdict | None:
+def witness_verdict(spec: ExerciseSpec, ops: Any, processes: Any = 0) -> Verdict | None:
     """The verdict the sandbox's witness gives (its operators, checked against the request's marks by the
-    executor: None when missing or not this request's), or None when it shows nothing against the answer."""
+    executor: None when missing or not this request's; the other processes it saw alive, or reaped, while the
+    request ran), or None when it shows nothing against the answer."""
     if not isinstance(ops, list):
         return ("forbidden", "the grader's own record of what your code ran (kept where your code cannot rewrite "
                 "it) is missing, was switched off or does not belong to this request: no points without it",
                 kind_hint(spec.exercise, "record"), 0, "")
+    if processes:
+        return ("forbidden", f"{processes} process(es) besides the grader's runner were alive or ended while your "
+                "code was called (started by your cells): their work is in no record of what ran, so it earns no "
+                "points; compute in the call itself", kind_hint(spec.exercise, "record"), 0, "")
     hit = matching_ops([str(op) for op in ops], tuple(getattr(spec.exercise, "forbidden_ops", ())))
     if hit:
         return ("forbidden", f"your code ran {', '.join(hit[:4])}, which this exercise asks you to build yourself "
@@ -113,7 +118,7 @@ def judge(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: in
     verdict = _judge_answer(spec, header, blob, memory_mb)
     if "cases" not in header or verdict[0] not in ("pass", "fail"):
         return verdict
-    return witness_verdict(spec, header.get("witness")) or verdict
+    return witness_verdict(spec, header.get("witness"), header.get("witness_processes", 0)) or verdict
 
 
 def _judge_answer(spec: ExerciseSpec, header: dict[str, Any], blob: bytes, memory_mb: int) -> Verdict:

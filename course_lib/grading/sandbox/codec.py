@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 __all__ = ["encode_value", "decode_value", "encode_cases", "Unsupported", "npz_bytes", "witness_mark",
-           "witnessed_ops"]
+           "witnessed_ops", "witnessed_processes"]
 
 _TORCH_DTYPES = {str(d): d for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8,
                                       torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)}
@@ -152,3 +152,11 @@ def witnessed_ops(raw: Any, nonce: str) -> list[str] | None:
     if not marks <= set(ops):
         return None
     return sorted({op[:200] for op in ops} - marks)
+
+
+def witnessed_processes(raw: Any) -> int:
+    """How many processes other than the runner's the witness record saw while the request ran (see
+    :func:`course_lib.grading.sandbox.sandbox_main.other_processes`): their operators are in no record. A record
+    without the count (malformed) counts as one."""
+    count = raw.get("processes") if isinstance(raw, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 1

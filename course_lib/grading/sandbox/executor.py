@@ -38,7 +38,7 @@ import numpy as np
 
 from ..judging.results import UntrustedData, parse_header
 from .cgroups import SandboxCgroup
-from .codec import npz_bytes, witnessed_ops
+from .codec import npz_bytes, witnessed_ops, witnessed_processes
 from .sandbox import SandboxRun, command, unsandboxed_command
 from .scratch import scratch_folder
 
@@ -220,7 +220,9 @@ class _Grading:
                 arrays, described = self.plan.cases[number] or ({}, [])
                 answer, blob = talk.ask("cases", number, step, self.deadline, {"cases": described},
                                         npz_bytes(arrays))
-                answer["witness"] = witnessed_ops(answer.get("witness"), talk.asked)  # None: no record of it
+                record = answer.get("witness")
+                answer["witness"] = witnessed_ops(record, talk.asked)  # None: no record of it
+                answer["witness_processes"] = witnessed_processes(record)
             else:
                 blob = b""
         except _Silence:

@@ -1,4 +1,4 @@
-# expect: fail
+# expect: fail,forbidden
 # Class 2: a detached process outlives the grader, rewrites grades.csv and copies a neighbour's notebook.
 import os
 import subprocess
