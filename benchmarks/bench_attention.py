@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "self-attention (seq_q = seq_k = n) |",
         "| explicit | `course_lib.models.attention.scaled_dot_product_attention` (scores and weights written out) |",
         "| fused | `course_lib.models.attention.fused_attention` (input checks, `F.scaled_dot_product_attention`, then "
-        "a finiteness test of the output with a mask, of the query and the output below 16 keys) |",
+        "a finiteness test of the query and the output below 16 keys only) |",
         "| torch | `F.scaled_dot_product_attention` called directly |",
         "| memory | peak bytes allocated by PyTorch during one call (inputs excluded), replayed from "
         "`torch.profiler` allocation events |",
@@ -210,10 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         f"- fused / torch time ratio: median {statistics.median(ratios):.3f}x, largest {max(ratios):.3f}x over all "
         f"lengths and both modes (target: within 1.05x at every length). The course's fused path adds shape "
         "checks on Python ints to PyTorch's kernel (a couple of microseconds; one lookup for shapes it has seen), "
-        "and a finiteness test (a sum of the output, and of the query below 16 keys) only with a mask or fewer "
-        "than 16 keys, where the kernel alone could answer differently from the formula; "
-        + ("with this table's mask the sum of the output runs on every call." if args.masked else
-           "none of it runs in this table's configuration."),
+        "and a finiteness test (a sum of the query and of the output) only below 16 keys, where the kernel alone "
+        "could zero a NaN query's row; none of it runs at this table's lengths"
+        + (", mask or not." if args.masked else "."),
     ]
     if big:
         last = big[-1]

@@ -265,35 +265,18 @@ def _all_finite(*tensors: torch.Tensor) -> bool:
     return math.isfinite(total)
 
 
-# From this many keys on, without a mask, PyTorch's CPU kernel gives the formula's NaN for every NaN or inf in
-# the query, key or value by itself (tests/models/test_attention.py checks it on both sides of the bound).
+# From this many keys on, PyTorch's CPU kernel gives NaN wherever the formula does, for every NaN or inf in the
+# query, key or value (tests/models/test_attention.py checks it on both sides of the bound, with and without a mask).
 _KERNEL_KEEPS_NAN_FROM_SEQ_K = 16
 
 
-def _kernel_may_hide_nan(key: torch.Tensor, mask: torch.Tensor | None) -> bool:
-    """Whether PyTorch's kernel may answer differently from the formula when an input is not finite.
+def _kernel_keeps_nan(key: torch.Tensor) -> bool:
+    """Whether PyTorch's kernel is known to keep every NaN the formula gives: on the CPU, from 16 keys on.
 
-    It does for short key sequences (fewer than 16 keys: it zeroes a NaN query's row, as for a fully masked
-    one), with a mask (a NaN or inf in a masked key reaches its output, the formula drops it) and, untested
-    here, on other devices than the CPU. Only then is the finiteness test worth its sums, a few
-    microseconds that would cost 10 % of a 64-token call.
+    Below 16 keys it zeroes a NaN query's row (as for a fully masked one), which would hide the NaN; on other
+    devices it is untested here. There :func:`fused_attention` tests finiteness; here it costs nothing.
     """
-    return mask is not None or key.shape[-2] < _KERNEL_KEEPS_NAN_FROM_SEQ_K or not key.is_cpu
-
-
-def _to_test_for_finiteness(query: torch.Tensor, key: torch.Tensor, output: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The tensors whose finiteness proves the kernel's output equal to the formula's (when it may not be).
-
-    The output always (it shows a NaN the kernel let through from a masked key); the query only where the
-    kernel may zero a NaN query's row instead of keeping its NaN: below 16 keys, or off the CPU. From 16 keys on
-    the CPU the kernel keeps that NaN with a mask too (tests/models/test_attention.py checks it at 15, 16 and 64 keys),
-    so the output alone is summed: one pass over (..., seq_q, d_v) instead of two, about half of the test's cost.
-    (Summing one feature per row would be enough, a masked key's NaN fills its whole row, but the slice is one
-    more operation, and at 64 tokens an operation costs more than the data it saves: measured, 1.10x against 1.07x.)
-    """
-    if key.shape[-2] < _KERNEL_KEEPS_NAN_FROM_SEQ_K or not key.is_cpu:
-        return query, output
-    return (output,)
+    return key.shape[-2] >= _KERNEL_KEEPS_NAN_FROM_SEQ_K and key.is_cpu
 
 
 def fused_attention(
@@ -309,10 +292,12 @@ def fused_attention(
     and CUDA it processes keys in blocks), so it is faster and its memory grows linearly, not
     quadratically, with the sequence length. It cannot return the weights. Same arguments, shapes and mask
     convention as :func:`scaled_dot_product_attention` (fully masked queries also give zeros); returns only
-    the output ``(..., seq_q, d_v)``. NaN or inf in an input gives NaN in the output as the formula does:
-    where PyTorch's kernel alone would answer differently (it zeroes a NaN query's row when there are fewer
-    than 16 keys, and with a mask it lets a NaN from a masked key through where the formula drops it), a
-    query or output that is not finite sends the input through the formula instead.
+    the output ``(..., seq_q, d_v)``. NaN or inf in an input never gives a plausible number: the output is NaN
+    wherever the formula's is. Below 16 keys PyTorch's kernel alone would zero a NaN query's row, so there a
+    query or output that is not finite sends the input through the formula. From 16 keys on (on the CPU) the
+    kernel's output is returned as it is, with no test on the hot path: it keeps every NaN of the formula,
+    and in one case gives more: a NaN or inf in a *masked* key gives NaN where the formula, which drops that
+    key (its score is replaced by -inf before it is used), gives numbers. Bad input is reported, never hidden.
 
     Example:
         >>> q, k, v = torch.randn(2, 4, 3, 8), torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
@@ -324,21 +309,11 @@ def fused_attention(
         raise ValueError(f"fused_attention: dropout_p must be in [0, 1], got {dropout_p}")
     attn_mask = None if mask is None else _with_leading_ones(mask, query.dim())  # e.g. (seq_k,) -> (1, 1, 1, seq_k)
     output = F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p)
-    if key.shape[-2] >= _KERNEL_KEEPS_NAN_FROM_SEQ_K and key.is_cpu:
-        if mask is None:
-            return output  # the kernel gives the formula's NaN by itself
-        if output.dtype in (torch.float32, torch.float64) and not output.requires_grad:
-            # The course's models' case in evaluation: only a masked key's NaN or inf can differ, and it shows in
-            # the output. Inlined (one sum read as a float, no helper call): at 64 tokens each Python call is a
-            # measurable share of the kernel's time.
-            if math.isfinite(output.sum().item()):
-                return output
-            return scaled_dot_product_attention(query, key, value, mask, dropout_p)[0]
-    if _kernel_may_hide_nan(key, mask) and not _all_finite(*_to_test_for_finiteness(query, key, output)):
-        # Both paths must agree and a NaN must never be laundered into a plausible number: such input
-        # takes the formula.
-        return scaled_dot_product_attention(query, key, value, mask, dropout_p)[0]
-    return output
+    if _kernel_keeps_nan(key) or _all_finite(query, output):
+        return output
+    # Below 16 keys (or off the CPU) the kernel may have zeroed a NaN query's row: a NaN must never be laundered
+    # into a plausible number, so such input takes the formula.
+    return scaled_dot_product_attention(query, key, value, mask, dropout_p)[0]
 
 
 # ---------------------------------------------------------------------------------------------------
