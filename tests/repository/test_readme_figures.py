@@ -52,8 +52,8 @@ def _timing_errors(paragraph: str, results: dict, commit: str, notebooks: list[s
         errors.append(f"the longest five are {[(nb, round(seconds[nb])) for nb in longest]}, it says {stated}")
     untimed = [nb for nb in notebooks if nb not in seconds]
     said = re.search(r"Notebooks? ([\d, and]+) (?:has|have) not been timed", paragraph)
-    if not said or re.findall(r"\d\d", said.group(1)) != untimed:
-        errors.append(f"the notebooks not timed are {untimed}")
+    if (re.findall(r"\d\d", said.group(1)) if said else []) != untimed:
+        errors.append(f"the notebooks not timed are {untimed or 'none'}")
     return errors
 
 
