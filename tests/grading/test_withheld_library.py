@@ -6,8 +6,9 @@ no function, method or class computes a graded result of NN or a later notebook,
 not refuse: ``tests/grading/answer_search.py`` calls every callable of the built library in a subprocess on every such
 exercise's public and hidden cases and on simple transforms of them (see its docstring).
 
-The weeks are sampled under ``make test`` (tests/conftest.py, SAMPLED_TESTS); ``COURSE_TEST_ALL=1`` searches
-every week. Each week's libraries are built once per module.
+Under ``make test`` each week's library is searched for its own week's exercises (a sample of the weeks:
+tests/conftest.py, SAMPLED_TESTS); ``COURSE_TEST_ALL=1`` searches every week's library for its week's and every
+later week's exercises. Each week's libraries are built once per module.
 """
 
 from __future__ import annotations
@@ -93,17 +94,45 @@ def week_library(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return library
 
 
+def own_exercises(week: int) -> list[Any]:
+    """The exercises of notebook ``week`` (those its library withholds with every earlier reference present)."""
+    return [e for e in withheld_for(week) if e.notebook[:2] == f"{week:02d}"]
+
+
+def assert_no_answer(report: dict[str, Any], exercises: list[Any]) -> None:
+    violations = [h for h in report["hits"] if not h["refused"]]
+    assert not violations, json.dumps(violations, indent=1)
+    assert len(report["ended"]) <= len(exercises), report["ended"]  # the few callables that end a process, named
+    assert not report["import_failures"], report["import_failures"]
+    assert report["exercises"] == len(exercises) and report["callables"] > 300, report
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("week", WEEKS, ids=[f"{w:02d}" for w in WEEKS])
+def test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week(
+        week_library: Any, week: int, tmp_path: Path) -> None:
+    """Week NN's exercises searched in week NN's library: of all the libraries that withhold them, the one with the
+    most working code (every earlier week's references are there). An earlier week's library holds the same
+    callables with fewer references, more of them stand-ins that raise; a callable that computes a later week's
+    result there computes it here too, unless it turns a stand-in's error into another route (an ``except``
+    around a withheld call). The test below searches every library for every later week's exercises too; it runs
+    under ``make test-all`` (COURSE_TEST_ALL=1), and costs ten times this one."""
+    exercises = own_exercises(week)
+    report = run_search(week_library(week), cases_file(exercises, tmp_path / "cases.pt"))
+    assert_no_answer(report, exercises)
+    assert report["calls"] > 100 * len(exercises), report
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("COURSE_TEST_ALL", "") != "1",
+                    reason="every later week's exercises in every week's library: make test-all (COURSE_TEST_ALL=1)")
 @pytest.mark.parametrize("week", WEEKS, ids=[f"{w:02d}" for w in WEEKS])
 def test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week_or_later(
         week_library: Any, week: int, tmp_path: Path) -> None:
     exercises = withheld_for(week)
     report = run_search(week_library(week), cases_file(exercises, tmp_path / "cases.pt"))
-    violations = [h for h in report["hits"] if not h["refused"]]
-    assert not violations, json.dumps(violations, indent=1)
-    assert len(report["ended"]) <= len(exercises), report["ended"]  # the few callables that end a process, named
-    assert not report["import_failures"], report["import_failures"]
-    assert report["exercises"] == len(exercises) and report["callables"] > 300 and report["calls"] > 1000, report
+    assert_no_answer(report, exercises)
+    assert report["calls"] > 1000, report
 
 
 def _sources(folder: Path) -> dict[str, Path]:
