@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import itertools
 import json
 import sys
 from collections import ChainMap
@@ -113,7 +114,7 @@ def _in_order(key: str, table: dict[str, Any], column: int, wanted: str) -> str 
     whose digest (``column`` 0) or signature (1) is ``wanted``; the position moves past it."""
     order = table.get(ORDER, [])
     start = min(_NEXT.get(key, 0), len(order))
-    for i in [*range(start, len(order)), *range(start)]:
+    for i in itertools.chain(range(start, len(order)), range(start)):  # lazily: a call in order is found at once
         if order[i][column] == wanted:
             _NEXT[key] = i + 1
             return str(order[i][0])
