@@ -40,14 +40,20 @@ def chromium_path() -> str | None:
     return None
 
 
-@contextmanager
-def chromium() -> Iterator[object]:
-    """A headless Playwright ``Browser`` on the system Chromium; closed on exit."""
+def required_chromium() -> str:
+    """The system Chromium's executable; the test is skipped where there is none (failed in CI)."""
     executable = chromium_path()
     if executable is None:
         if os.environ.get("CI"):
             pytest.fail("no Chromium on this CI machine: .ci/run should have installed Debian's 'chromium'")
         pytest.skip("no system Chromium (Debian/Ubuntu: apt-get install chromium)")
+    return executable
+
+
+@contextmanager
+def chromium() -> Iterator[object]:
+    """A headless Playwright ``Browser`` on the system Chromium; closed on exit."""
+    executable = required_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

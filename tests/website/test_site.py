@@ -20,6 +20,7 @@ course's pages (their first screen) go to tests/browser.py's SCREENSHOTS folder.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
 
 import pytest
-from browser import SCREENSHOTS, chromium
+from browser import CHROMIUM_ARGS, SCREENSHOTS, chromium, required_chromium
 from conftest import ROOT
 from site_cache import load_build_site
 from static_server import serve
@@ -97,67 +98,102 @@ def server(site: Path) -> Iterator[str]:
         yield url
 
 
+#: Pages read at once: a page's last wait (no request for 500 ms, "networkidle") is idle time, which four tabs
+#: overlap (184 pages: 141 s one at a time on an idle 2-core machine).
+TABS = 4
+
+
 def _crawl(base: str) -> dict[str, dict]:
     """Visit every HTML page reachable from the home page; return what each showed, by URL."""
-    seen: dict[str, dict] = {}
-    queue = [base + "index.html"]
-    with chromium() as browser:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        problems: list[str] = []
-        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(f"uncaught: {e}"))
-        page.on("requestfailed", lambda r: problems.append(f"failed request: {r.url} ({r.failure})"))
-        page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    return asyncio.run(_crawl_in_tabs(base, required_chromium()))
 
-        def only_local(route: object) -> None:
+
+async def _crawl_in_tabs(base: str, executable: str) -> dict[str, dict]:
+    """:func:`_crawl` with :data:`TABS` tabs of one browser, each taking the next page waiting to be read."""
+    from playwright.async_api import async_playwright
+
+    seen: dict[str, dict] = {}
+    queue: asyncio.Queue[str] = asyncio.Queue()
+    queued = {base + "index.html"}
+    queue.put_nowait(base + "index.html")
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        context = await browser.new_context(viewport={"width": 1280, "height": 900})
+        problems: dict[object, list[str]] = {}  # page -> what went wrong while it showed its current URL
+
+        async def only_local(route: object) -> None:
             url = route.request.url
             if url.startswith(base) or url.startswith(("data:", "blob:")):
-                route.continue_()
+                await route.continue_()
             else:
-                problems.append(f"external request: {url}")
-                route.abort()
+                problems.get(route.request.frame.page, []).append(f"external request: {url}")
+                await route.abort()
 
-        context.route("**/*", only_local)
-        while queue:
-            url = queue.pop(0)
-            if url in seen:
-                continue
-            problems.clear()
-            started = time.perf_counter()
-            response = page.goto(url, wait_until="load")
-            info: dict = {"status": response.status if response else None,
-                          "type": (response.headers.get("content-type", "") if response else "")}
-            seen[url] = info
-            if "text/html" not in info["type"]:
-                info["problems"] = list(problems)
-                continue
-            page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise",
-                                   timeout=30_000)
-            page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-            page.wait_for_load_state("networkidle")
-            info["maths"] = page.locator("mjx-container").count()
-            info["untypeset"] = UNTYPESET.findall(page.evaluate(PROSE_JS))
-            info["images"] = page.evaluate("() => [...document.images].map(i => "
-                                           "({src: i.src.slice(0, 80), ok: i.complete && i.naturalWidth > 0}))")
-            info["ids"] = set(page.evaluate("() => [...document.querySelectorAll('[id]')].map(e => e.id)"))
-            info["ids"] |= set(page.evaluate("() => [...document.querySelectorAll('a[name]')].map(e => e.name)"))
-            hrefs = page.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
-            info["links"] = [h for h in hrefs if h.startswith(base)]
-            for link in info["links"]:
-                target = urldefrag(link).url
-                if target not in seen and target not in queue:
-                    queue.append(target)
-            path = urlsplit(url).path.strip("/")
-            if not path.startswith("api/"):  # the pdoc pages are many and alike: their checks suffice
-                # The first screen only: a notebook's whole page is ~15,000 px tall and takes 15 s to capture.
-                SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-                name = "site-" + re.sub(r"[^A-Za-z0-9_.-]", "_", path.removesuffix(".html"))
-                page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
-            info["problems"] = list(problems)
-            info["seconds"] = time.perf_counter() - started
-        context.close()
+        await context.route("**/*", only_local)
+
+        async def tab() -> None:
+            page = await context.new_page()
+            found = problems[page] = []
+            page.on("console", lambda m: found.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+            page.on("pageerror", lambda e: found.append(f"uncaught: {e}"))
+            page.on("requestfailed", lambda r: found.append(f"failed request: {r.url} ({r.failure})"))
+            page.on("response", lambda r: found.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+            while True:
+                url = await queue.get()
+                try:
+                    found.clear()
+                    seen[url] = await _read_page(page, url, base, found)
+                    for link in seen[url].get("links", []):
+                        target = urldefrag(link).url
+                        if target not in queued:
+                            queued.add(target)
+                            queue.put_nowait(target)
+                finally:
+                    queue.task_done()
+
+        tabs = [asyncio.create_task(tab()) for _ in range(TABS)]
+        reading = asyncio.create_task(queue.join())
+        await asyncio.wait([reading, *tabs], return_when=asyncio.FIRST_COMPLETED)
+        for task in tabs:
+            task.cancel()
+        failed = [task.exception() for task in tabs if task.done() and not task.cancelled() and task.exception()]
+        if failed:
+            raise failed[0]
+        await context.close()
+        await browser.close()
     return seen
+
+
+async def _read_page(page: object, url: str, base: str, problems: list[str]) -> dict:
+    """What ``page`` shows at ``url``: status, type, maths, untypeset TeX, images, ids, links, problems."""
+    started = time.perf_counter()
+    response = await page.goto(url, wait_until="load")
+    info: dict = {"status": response.status if response else None,
+                  "type": (response.headers.get("content-type", "") if response else "")}
+    if "text/html" not in info["type"]:
+        info["problems"] = list(problems)
+        return info
+    await page.wait_for_function("() => !window.MathJax || !MathJax.startup || MathJax.startup.promise",
+                                 timeout=30_000)
+    await page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    await page.wait_for_load_state("networkidle")
+    info["maths"] = await page.locator("mjx-container").count()
+    info["untypeset"] = UNTYPESET.findall(await page.evaluate(PROSE_JS))
+    info["images"] = await page.evaluate("() => [...document.images].map(i => "
+                                         "({src: i.src.slice(0, 80), ok: i.complete && i.naturalWidth > 0}))")
+    info["ids"] = set(await page.evaluate("() => [...document.querySelectorAll('[id]')].map(e => e.id)"))
+    info["ids"] |= set(await page.evaluate("() => [...document.querySelectorAll('a[name]')].map(e => e.name)"))
+    hrefs = await page.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
+    info["links"] = [h for h in hrefs if h.startswith(base)]
+    path = urlsplit(url).path.strip("/")
+    if not path.startswith("api/"):  # the pdoc pages are many and alike: their checks suffice
+        # The first screen only: a notebook's whole page is ~15,000 px tall and takes 15 s to capture.
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        name = "site-" + re.sub(r"[^A-Za-z0-9_.-]", "_", path.removesuffix(".html"))
+        await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    info["problems"] = list(problems)
+    info["seconds"] = time.perf_counter() - started
+    return info
 
 
 @pytest.fixture(scope="module")
@@ -256,3 +292,23 @@ def test_the_explorer_works_on_the_site_offline(server: str) -> None:
                 assert float(bars.first.get_attribute("data-prob")) > before
             assert refused == [], refused
             page.close()
+
+
+def test_the_crawl_reports_what_goes_wrong_on_the_page_where_it_happens(tmp_path: Path) -> None:
+    """The crawl can fail: of five pages read in tabs at once, the errors, the blocked request to another host,
+    the missing image and the broken link are each found, and on their own page only."""
+    pages = {"index.html": "".join(f'<a href="{n}.html">{n}</a>' for n in ("ok", "error", "external", "image")),
+             "ok.html": "<p>fine</p>",
+             "error.html": "<script>console.error('boom'); undefinedFunction();</script>",
+             "external.html": '<img src="https://example.org/x.png">',
+             "image.html": '<img src="missing.png"><a href="gone.html">gone</a>'}
+    for name, body in pages.items():
+        (tmp_path / name).write_text(f"<!doctype html><html><body>{body}</body></html>", encoding="utf-8")
+    with serve(tmp_path) as base:
+        seen = _crawl(base)
+        problems = {urlsplit(url).path.strip("/"): info["problems"] for url, info in seen.items()}
+    assert problems["index.html"] == problems["ok.html"] == [], problems
+    assert any("boom" in p for p in problems["error.html"]) and any("uncaught" in p for p in problems["error.html"])
+    assert "external request: https://example.org/x.png" in problems["external.html"], problems
+    assert any("404" in p and "missing.png" in p for p in problems["image.html"]), problems
+    assert seen[base + "gone.html"]["status"] == 404
