@@ -75,8 +75,6 @@ SLOW_TESTS = {
     "tests/repository/test_docs.py::test_every_docstring_example_runs":
         "runs every docstring example of the package (~35-90 s)",
     "tests/training/test_training.py::test_train_loop_learns_and_records": "trains a model (~50 s)",
-    "tests/notebooks/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed":
-        "runs every notebook (smoke mode)",
     "tests/exercises/test_check_imports.py::test_no_check_imports_torch_dynamo_or_sympy":
         "every check, fresh Python (~60 s)",
     "tests/exercises/test_one_verdict.py::test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points":
@@ -104,8 +102,6 @@ SAMPLED_TESTS = {
     # Each notebook recorded and then run unsolved in its own week's class edition (--graded NN, smoke mode): only
     # the sampled ones are built (tests/edition/test_edition.py, graded_edition), so the sample saves both executions.
     "tests/edition/test_edition.py::test_the_editions_notebook_runs_unsolved_with_the_editions_course_lib": 1 / 3,
-    # Each notebook run with its deep-dive cells removed (smoke mode): nbval runs every notebook whole.
-    "tests/notebooks/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed": 1 / 3,
     # Each week's withheld library built and searched by behaviour for its own week's exercises
     # (tests/grading/answer_search.py, 10-40 s a week): a third of the weeks a day. COURSE_TEST_ALL=1 searches every
     # week, and every week's library for every later week's exercises too (about ten times as long).
@@ -127,7 +123,6 @@ SPREAD_TESTS = frozenset({
     "tests/grading/test_assignment.py::test_checks_accept_correct_alternatives",
     "tests/repository/test_benchmarks.py::test_every_benchmark_accepts_quick",
     "tests/notebooks/test_notebook_versions.py::test_solved_version_passes_every_check",
-    "tests/notebooks/test_lesson_time.py::test_a_notebook_runs_with_its_deep_dives_removed",
 })
 
 
