@@ -164,6 +164,9 @@ def main() -> None:
     withheld = set(manifest["exercises"])  # a per-assignment edition ships the earlier notebooks' references
     for folder in extra:
         withheld |= set(json.loads((Path(folder) / "manifest.json").read_text())["exercises"])
+    only = [n for n in os.environ.get("COURSE_PROBE_EXERCISES", "").split(",") if n]
+    if only:  # a test of the probe itself searches only the exercises whose answers it planted
+        withheld &= set(only)
     for name in [n for n in stored_exercises() if n in withheld]:
         data = load_exercise(name)
         cases = [case_of(e) for e in data["cases"]]

@@ -675,8 +675,9 @@ def test_the_editions_check_passes_a_solution_names_a_mistake_and_falls_back_on_
 # Slow: the brute-force search, the notebooks run unsolved, the assignment's student folder
 # ---------------------------------------------------------------------------------------------------
 
-def _probe(folder: Path, *extra: Path) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(folder), "MPLBACKEND": "Agg"}
+def _probe(folder: Path, *extra: Path, exercises: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The probe's report on the edition in ``folder`` (``exercises``: only these, else every withheld one)."""
+    env = {**os.environ, "PYTHONPATH": str(folder), "MPLBACKEND": "Agg", "COURSE_PROBE_EXERCISES": ",".join(exercises)}
     done = subprocess.run([sys.executable, str(PROBE), *map(str, extra)], capture_output=True, text=True, env=env,
                           cwd=folder, timeout=3000)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -831,7 +832,9 @@ def test_the_search_and_the_ast_comparison_find_answers_planted_in_a_copy(small_
         _assert_no_answers(planted, course_exercises())
     assert {key for key, _ in _answer_lines_in(planted, course_exercises()) - KNOWN_FRAGMENTS} >= {
         "course_lib.models.positional.sinusoidal_table"}
-    found = {(v["exercise"], v["callable"]) for v in _probe(planted)["violations"]}
+    report = _probe(planted, exercises=("stable_softmax", "sinusoidal_table"))
+    assert report["exercises"] == 2, report
+    found = {(v["exercise"], v["callable"]) for v in report["violations"]}
     assert {("stable_softmax", "course_lib.models.softmax.stable_softmax"),
             ("sinusoidal_table", "course_lib.models.positional.sinusoidal_table")} <= found
 

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
@@ -32,6 +33,7 @@ from conftest import ROOT
 from static_server import serve
 
 import course_lib
+from course_lib.edition.build import build_edition, edition_pins
 from course_lib.edition.install import PACKAGES_VARIABLE, build_wheel, install_cell_source, packages_url, publication
 
 pytestmark = pytest.mark.slow
@@ -217,3 +219,41 @@ def test_a_colab_ready_class_edition_installs_its_own_package(tmp_path: Path) ->
     first = next(c for c in nb.cells if c.cell_type == "code")
     assert is_install_cell(first) and first.source == install_cell_source(course_lib.__version__, url)
     assert not (out / "build").exists() and not list(out.glob("*.egg-info")), "no build leftovers in the edition"
+
+
+RUN_EDITION = '''
+import sys, nbformat
+from nbclient import NotebookClient
+path = sys.argv[1]
+nb = nbformat.read(path, as_version=4)
+nb.cells.insert(0, nbformat.v4.new_code_cell("import course_lib, torch; print('EDITION', course_lib.__file__)"))
+NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
+from course_lib.exercises.execute import check_statuses
+print("STATUSES", sorted(set(check_statuses(nb).values())))
+print("FIRST", nb.cells[0].outputs[0]["text"])
+'''
+
+
+def test_pip_install_of_the_edition_into_a_fresh_venv_runs_the_graded_notebook_unsolved(
+        torch_venv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The class edition ``--graded 04`` (smoke mode) installs with its pinned dependencies into a fresh venv that has
+    the course's torch pin, and runs notebook 04 unsolved with that venv's Python alone (its own nbclient and
+    ipykernel, nothing of this repository on the path)."""
+    edition = tmp_path / "class04"
+    monkeypatch.setenv("COURSE_SMOKE", "1")
+    build_edition(edition, graded="04")
+    declared = tomllib.loads((edition / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert declared == edition_pins() and "torch==2.13.0" in declared
+    venv = tmp_path / "venv"
+    python = _venv_with_torch(torch_venv, venv)  # a fresh venv with the course's torch pin installed, as a student's
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    _pip(python, "--quiet", str(edition), env=env, cwd=tmp_path)
+    env.update(COURSE_SMOKE="1", MPLBACKEND="Agg")
+    run = subprocess.run([str(python), "-c", RUN_EDITION, str(edition / "notebooks" / "04_masking.ipynb"),
+                          str(tmp_path)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "STATUSES ['not implemented yet']" in run.stdout, run.stdout[-2000:]
+    installed = next(line for line in run.stdout.splitlines() if line.startswith("FIRST"))
+    assert str(venv) in installed and str(ROOT) not in installed  # the venv's own copy, not the repository's
+    nb = nbformat.read(edition / "notebooks" / "04_masking.ipynb", as_version=4)
+    assert any(c.cell_type == "code" and "YOUR CODE HERE" in c.source for c in nb.cells)  # shipped unsolved
