@@ -59,3 +59,11 @@ def test_attention_maps_fit_a_1440_px_window(path) -> None:
             width = match["width"].strip()
             assert re.fullmatch(r"\d+(\.\d+)?", width) and float(width) <= MAX_FIGURE_INCHES, \
                 f"{path.name} cell {i}: figsize width {width!r}, expected a number <= {MAX_FIGURE_INCHES} inches"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_title_carries_the_notebooks_number(path) -> None:
+    """The first line a student reads, ``# NN · Title``, has the number of the file (five titles kept their old
+    number when a notebook was inserted before them)."""
+    first = nbformat.read(path, as_version=4).cells[0].source.splitlines()[0]
+    assert re.match(rf"# {path.name[:2]} · \S", first), f"{path.name}: its title reads {first!r}"
