@@ -298,9 +298,15 @@ def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Pa
     (subs / "00_welcome_huge.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [],
                                                                       "source": "x = 1\n" * 60_000}]}))
     _write(load(NB00), subs, "00_welcome_stub")
+    # A file name that would drive the terminal: clear the screen, return to the line's start, reverse the text.
+    (subs / "00_welcome_\x1b[2J\x1b[H\rchanged: bob: new, total 1\u202e.ipynb").write_text("{")
     out = tmp_path / "out"
-    assert main([str(subs), "--out", str(out), "--max-mb", "0.25", "--quiet", "--jobs", "2"]) == 0
+    assert main([str(subs), "--out", str(out), "--max-mb", "0.25", "--jobs", "2"]) == 0
+    printed = capsys.readouterr()
+    assert not re.search("[\x1b\r\u202e]", printed.out + printed.err), printed
+    assert "\\x1b[2J\\x1b[H\\rchanged: bob" in printed.out, printed.out
     reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    reports.pop("00_welcome__2J_H_changed_bob_new_total_1_")
     assert set(reports) == {"00_welcome_malformed", "00_welcome_huge", "00_welcome_stub"}
     assert reports["00_welcome_malformed"]["status"] == "unreadable"
     assert "not valid JSON" in reports["00_welcome_malformed"]["message"]
@@ -311,8 +317,8 @@ def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Pa
     stub = reports["00_welcome_stub"]["exercises"][0]
     assert stub["status"] == "not-implemented" and stub["score"] == 0
     rows = list(csv.DictReader((out / "grades.csv").open()))
-    assert len(rows) == 3 and {r["status"] for r in rows} == {"missing", "not-implemented"}
-    assert (out / "summary.csv").read_text().count("\n") == 4
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"missing", "not-implemented"}
+    assert len(list(csv.reader((out / "summary.csv").open(newline="")))) == 5  # the CR stays inside its quoted cell
     assert "Score: 0 / 1" in (out / "00_welcome_stub.md").read_text()
 
 

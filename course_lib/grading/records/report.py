@@ -33,7 +33,7 @@ from typing import Any
 from .report_types import SubmissionReport
 
 __all__ = ["report_name", "write_json", "write_markdown", "write_csv", "to_markdown", "escape_markdown", "csv_safe",
-           "long_rows", "flags_text"]
+           "long_rows", "flags_text", "terminal_safe"]
 
 _SYMBOL = {"pass": "✅", "fail": "❌", "error": "💥", "timeout": "⏳", "missing": "❔", "not-implemented": "⬜",
            "forbidden": "⛔"}
@@ -49,6 +49,19 @@ def escape_markdown(value: Any, limit: int = 2000) -> str:
     """Text from a submission, safe in a Markdown table cell or paragraph: one line, HTML and Markdown escaped."""
     text = _text(value)[:limit].replace("\r", " ").replace("\n", " ")
     return _MARKDOWN.sub(r"\\\1", html.escape(text, quote=False))
+
+
+#: Characters a terminal obeys rather than shows: C0 and C1 controls but the line feed and tab (ESC starts the
+#: sequences that clear the screen, move the cursor or set the window title; CR rewrites the line), DEL, and
+#: Unicode's bidirectional and invisible format characters (a right-to-left override reverses what follows).
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` as a terminal shows it literally: every control or format character written as its escape
+    (``\\x1b``, ``\\r``, ``\\u202e``), so that a file name or a message from a submission cannot clear the
+    screen, rewrite an earlier line ("changed: bob: new, total 1") or reorder what follows."""
+    return _TERMINAL_CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), _text(text))
 
 
 def csv_safe(value: Any) -> Any:
