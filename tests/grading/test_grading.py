@@ -257,6 +257,8 @@ def test_reports_escape_markdown_html_csv_and_any_string() -> None:
     for formula in ("=HYPERLINK(\"http://x\")", "+1", "-1+2", "@SUM(A1)", "\tx", "\rx"):
         assert csv_safe(formula).startswith("'"), formula
     assert csv_safe(1.5) == 1.5 and csv_safe("fine") == "fine"
+    assert csv_safe("a\x1b[2J\rb\u202ec\nd é") == "a\\x1b[2J\\rb\\u202ec\nd é"  # line feeds stay, in quotes
+    assert escape_markdown("\x1b]0;title\x07 \u2066x") == "\\\\x1b\\]0;title\\\\x07 \\\\u2066x"
 
 
 def test_unreadable_submissions_are_described_not_raised(tmp_path: Path) -> None:
@@ -740,6 +742,13 @@ def test_attack_reports_say_what_happened(attacked) -> None:
     assert "<img" not in markdown and markdown.count("**Score:") == 1 and "\n# Grading report: A+" not in markdown
     assert sum(line.startswith("| stable") for line in markdown.splitlines()) == 1  # no forged table row
     assert "\\udc80" in (attacked["out"] / "00_welcome_surrogate.json").read_text(encoding="ascii")
+    broken = [(attacked["out"] / "00_welcome_broken_output.md").read_text(encoding="utf-8"),
+              (attacked["out"] / "grades.csv").read_text(encoding="utf-8"),
+              (attacked["out"] / "summary.csv").read_text(encoding="utf-8")]
+    assert "HYPERLINK" in broken[0] and "&lt;img" in broken[0] and "<img" not in broken[0]  # flagged line, escaped
+    assert not any(re.search("[\x1b\u202e]", text) for text in broken)  # `cat` cannot drive a terminal
+    assert not re.search("\r(?!\n)", broken[1]), "a lone CR in grades.csv rewrites the line it is printed on"
+    assert sum(line.startswith("| stable") for line in broken[0].splitlines()) == 1  # no forged table row
 
 
 @pytest.mark.slow
