@@ -15,6 +15,11 @@ from course_lib.models.softmax import stable_softmax
 
 NOTEBOOK = "00_welcome"
 SOFTMAX_FUNCTIONS = ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax")
+#: PyTorch's attention kernels, by a part of their operator's name. Each computes a softmax inside, and the CPU's
+#: flash kernel (``aten::_scaled_dot_product_flash_attention_for_cpu``) runs no operator named softmax: with
+#: identity keys and values and a scale of 1 it returns ``softmax(x)`` itself, so notebook 00 refuses them too.
+ATTENTION_KERNELS = ("scaled_dot_product", "_safe_softmax", "multi_head_attention", "_fused_sdp", "flash_attention",
+                     "efficient_attention", "cudnn_attention")
 
 
 def _cases(gen: torch.Generator, hidden: bool) -> list[Case]:
@@ -101,7 +106,8 @@ STABLE_SOFTMAX = register(Exercise(
     points=1,
     differentiable=True,  # trained through in the notebooks: gradients must flow
     forbidden_calls=SOFTMAX_FUNCTIONS,  # notebook 00 says: do not call torch.softmax
-    forbidden_ops=("softmax",),  # PyTorch's softmax kernels, whatever name reaches them (log_softmax too)
+    # PyTorch's softmax kernels (log_softmax too) and its attention kernels, whatever name reaches them
+    forbidden_ops=("softmax", *ATTENTION_KERNELS),
     reference=stable_softmax,
     summary="softmax along a dimension that does not overflow for large inputs",
     **public_and_hidden(_cases),

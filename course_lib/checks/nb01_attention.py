@@ -17,6 +17,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from course_lib.checks.nb00_welcome import ATTENTION_KERNELS
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import bool_mask, inverted, public_and_hidden, randn, with_inputs
 from course_lib.models.attention import scaled_dot_product_attention
@@ -202,7 +203,6 @@ def _loop_over_queries(query, key, value, mask=None, dropout_p=0.0):
 
 #: Parts of the names of PyTorch's attention operators (``aten::scaled_dot_product_attention``, its math, flash
 #: and fused variants, ``aten::_safe_softmax`` that only they use, ``aten::_native_multi_head_attention``).
-ATTENTION_KERNELS = ("scaled_dot_product", "_safe_softmax", "multi_head_attention", "_fused_sdp")
 
 
 SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(

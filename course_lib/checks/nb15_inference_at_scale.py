@@ -22,8 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from course_lib.checks.nb00_welcome import SOFTMAX_FUNCTIONS
-from course_lib.checks.nb01_attention import ATTENTION_KERNELS
+from course_lib.checks.nb00_welcome import ATTENTION_KERNELS, SOFTMAX_FUNCTIONS
 from course_lib.exercises import Case, Exercise, Mistake, register
 from course_lib.exercises.cases import public_and_hidden
 from course_lib.exercises.passes import case_row_reads

@@ -38,8 +38,10 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .commands import open_gradebook
 from .course import course_notebooks, notebook_id
@@ -48,7 +50,7 @@ from .records.exports import report_from_dict
 from .records.gradebook import GRADEBOOK_NAME, KEPT, Gradebook, GradebookError, keep_copy, kept_copy
 from .records.lms import MOODLE_FIELDS
 from .records.publish import ROSTER_COPY, ClassOptions, export, stored_roster
-from .records.report import report_name, write_json, write_markdown
+from .records.report import report_name, terminal_safe, write_json, write_markdown
 from .records.report_types import SubmissionReport
 from .records.roster import Roster, RosterError, RosterProblem, adopt, read_roster, rekey, write_roster
 from .runner import CourseCopy, GradeConfig, grade_submission, resolve_notebook
@@ -565,9 +567,27 @@ def _history(argv: list[str]) -> int:
     return 0
 
 
+class _TerminalSafe:
+    """A text stream that writes what it is given through :func:`terminal_safe`: everything ``course-grade`` and
+    its subcommands print (file names, student keys, messages, roster lines) comes from submissions in part."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(terminal_safe(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``course-grade``; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of ``course-grade``; returns the exit status. Its output cannot drive the terminal."""
+    with redirect_stdout(_TerminalSafe(sys.stdout)), redirect_stderr(_TerminalSafe(sys.stderr)):
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["override"]:
         return _override(argv[1:])
     if argv[:1] == ["export"]:

@@ -257,6 +257,8 @@ def test_reports_escape_markdown_html_csv_and_any_string() -> None:
     for formula in ("=HYPERLINK(\"http://x\")", "+1", "-1+2", "@SUM(A1)", "\tx", "\rx"):
         assert csv_safe(formula).startswith("'"), formula
     assert csv_safe(1.5) == 1.5 and csv_safe("fine") == "fine"
+    assert csv_safe("a\x1b[2J\rb\u202ec\nd é") == "a\\x1b[2J\\rb\\u202ec\nd é"  # line feeds stay, in quotes
+    assert escape_markdown("\x1b]0;title\x07 \u2066x") == "\\\\x1b\\]0;title\\\\x07 \\\\u2066x"
 
 
 def test_unreadable_submissions_are_described_not_raised(tmp_path: Path) -> None:
@@ -298,9 +300,15 @@ def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Pa
     (subs / "00_welcome_huge.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "outputs": [],
                                                                       "source": "x = 1\n" * 60_000}]}))
     _write(load(NB00), subs, "00_welcome_stub")
+    # A file name that would drive the terminal: clear the screen, return to the line's start, reverse the text.
+    (subs / "00_welcome_\x1b[2J\x1b[H\rchanged: bob: new, total 1\u202e.ipynb").write_text("{")
     out = tmp_path / "out"
-    assert main([str(subs), "--out", str(out), "--max-mb", "0.25", "--quiet", "--jobs", "2"]) == 0
+    assert main([str(subs), "--out", str(out), "--max-mb", "0.25", "--jobs", "2"]) == 0
+    printed = capsys.readouterr()
+    assert not re.search("[\x1b\r\u202e]", printed.out + printed.err), printed
+    assert "\\x1b[2J\\x1b[H\\rchanged: bob" in printed.out, printed.out
     reports = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+    reports.pop("00_welcome__2J_H_changed_bob_new_total_1_")
     assert set(reports) == {"00_welcome_malformed", "00_welcome_huge", "00_welcome_stub"}
     assert reports["00_welcome_malformed"]["status"] == "unreadable"
     assert "not valid JSON" in reports["00_welcome_malformed"]["message"]
@@ -311,8 +319,8 @@ def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Pa
     stub = reports["00_welcome_stub"]["exercises"][0]
     assert stub["status"] == "not-implemented" and stub["score"] == 0
     rows = list(csv.DictReader((out / "grades.csv").open()))
-    assert len(rows) == 3 and {r["status"] for r in rows} == {"missing", "not-implemented"}
-    assert (out / "summary.csv").read_text().count("\n") == 4
+    assert len(rows) == 4 and {r["status"] for r in rows} == {"missing", "not-implemented"}
+    assert len(list(csv.reader((out / "summary.csv").open(newline="")))) == 5  # the CR stays inside its quoted cell
     assert "Score: 0 / 1" in (out / "00_welcome_stub.md").read_text()
 
 
@@ -734,6 +742,13 @@ def test_attack_reports_say_what_happened(attacked) -> None:
     assert "<img" not in markdown and markdown.count("**Score:") == 1 and "\n# Grading report: A+" not in markdown
     assert sum(line.startswith("| stable") for line in markdown.splitlines()) == 1  # no forged table row
     assert "\\udc80" in (attacked["out"] / "00_welcome_surrogate.json").read_text(encoding="ascii")
+    broken = [(attacked["out"] / "00_welcome_broken_output.md").read_text(encoding="utf-8"),
+              (attacked["out"] / "grades.csv").read_text(encoding="utf-8"),
+              (attacked["out"] / "summary.csv").read_text(encoding="utf-8")]
+    assert "HYPERLINK" in broken[0] and "&lt;img" in broken[0] and "<img" not in broken[0]  # flagged line, escaped
+    assert not any(re.search("[\x1b\u202e]", text) for text in broken)  # `cat` cannot drive a terminal
+    assert not re.search("\r(?!\n)", broken[1]), "a lone CR in grades.csv rewrites the line it is printed on"
+    assert sum(line.startswith("| stable") for line in broken[0].splitlines()) == 1  # no forged table row
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from typing import Any
 from .report_types import SubmissionReport
 
 __all__ = ["report_name", "write_json", "write_markdown", "write_csv", "to_markdown", "escape_markdown", "csv_safe",
-           "long_rows", "flags_text"]
+           "long_rows", "flags_text", "terminal_safe"]
 
 _SYMBOL = {"pass": "✅", "fail": "❌", "error": "💥", "timeout": "⏳", "missing": "❔", "not-implemented": "⬜",
            "forbidden": "⛔"}
@@ -46,17 +46,34 @@ def _text(value: Any) -> str:
 
 
 def escape_markdown(value: Any, limit: int = 2000) -> str:
-    """Text from a submission, safe in a Markdown table cell or paragraph: one line, HTML and Markdown escaped."""
-    text = _text(value)[:limit].replace("\r", " ").replace("\n", " ")
+    """Text from a submission, safe in a Markdown table cell or paragraph: one line, HTML and Markdown escaped,
+    control characters written as their escapes."""
+    text = terminal_safe(_text(value)[:limit].replace("\r", " ").replace("\n", " "))
     return _MARKDOWN.sub(r"\\\1", html.escape(text, quote=False))
 
 
+#: Characters a terminal obeys rather than shows: C0 and C1 controls but the line feed and tab (ESC starts the
+#: sequences that clear the screen, move the cursor or set the window title; CR rewrites the line), DEL, and
+#: Unicode's bidirectional controls and line separators (a right-to-left override reverses what follows; the
+#: joiners that Persian or Hindi names need stay).
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` as a terminal shows it literally: every control or format character written as its escape
+    (``\\x1b``, ``\\r``, ``\\u202e``), so that a file name or a message from a submission cannot clear the
+    screen, rewrite an earlier line ("changed: bob: new, total 1") or reorder what follows."""
+    return _TERMINAL_CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), _text(text))
+
+
 def csv_safe(value: Any) -> Any:
-    """A CSV cell a spreadsheet will not evaluate (numbers pass through unchanged)."""
+    """A CSV cell a spreadsheet will not evaluate and a terminal will not obey (numbers pass through unchanged;
+    line feeds and tabs stay, inside the cell's quotes)."""
     if isinstance(value, (int, float)) or value is None:
         return value
     text = _text(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    formula = text[:1] in ("=", "+", "-", "@", "\t", "\r")
+    return ("'" if formula else "") + terminal_safe(text)  # a report read with `cat` cannot drive the terminal
 
 
 def report_name(submission: str, taken: set[str]) -> str:
