@@ -15,7 +15,9 @@ from course_lib.models.softmax import stable_softmax
 
 NOTEBOOK = "00_welcome"
 SOFTMAX_FUNCTIONS = ("torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax")
-#: PyTorch's attention kernels, by a part of their operator's name. Each computes a softmax inside, and the CPU's
+#: PyTorch's attention kernels, by a part of their operator's name (``aten::scaled_dot_product_attention``, its math,
+#: flash, efficient, cuDNN and fused variants, ``aten::_safe_softmax`` that only they use,
+#: ``aten::_native_multi_head_attention``). Each computes a softmax inside, and the CPU's
 #: flash kernel (``aten::_scaled_dot_product_flash_attention_for_cpu``) runs no operator named softmax: with
 #: identity keys and values and a scale of 1 it returns ``softmax(x)`` itself, so notebook 00 refuses them too.
 ATTENTION_KERNELS = ("scaled_dot_product", "_safe_softmax", "multi_head_attention", "_fused_sdp", "flash_attention",

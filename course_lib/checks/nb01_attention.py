@@ -201,10 +201,6 @@ def _loop_over_queries(query, key, value, mask=None, dropout_p=0.0):
     return torch.stack(outs, dim=-2), torch.stack(rows, dim=-2)
 
 
-#: Parts of the names of PyTorch's attention operators (``aten::scaled_dot_product_attention``, its math, flash
-#: and fused variants, ``aten::_safe_softmax`` that only they use, ``aten::_native_multi_head_attention``).
-
-
 SCALED_DOT_PRODUCT_ATTENTION = register(Exercise(
     name="scaled_dot_product_attention",
     notebook=NOTEBOOK,
