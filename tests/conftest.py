@@ -27,11 +27,13 @@ from __future__ import annotations
 import datetime
 import faulthandler
 import hashlib
+import importlib.util
 import math
 import os
 import sys
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from site_cache import NbvalSiteCache
@@ -54,6 +56,16 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
+
+
+def load_tool(name: str) -> ModuleType:
+    """``tools/<name>.py`` as a module (tools/ is not a package), loaded once per process."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = importlib.util.module_from_spec(spec)  # before it runs: its dataclasses look it up
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
 
 
 # The grading fixtures are submissions to grade (some hostile on purpose), not notebooks for nbval to run.

@@ -7,20 +7,16 @@ run first, never depends on one).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import NOTEBOOKS, ROOT
+from conftest import NOTEBOOKS, load_tool
 
 from course_lib.exercises.notebooks import exercise_metadata
 
-_spec = importlib.util.spec_from_file_location("lesson_time", ROOT / "tools" / "lesson_time.py")
-lesson_time = sys.modules["lesson_time"] = importlib.util.module_from_spec(_spec)  # tools/ is not a package
-_spec.loader.exec_module(lesson_time)
+lesson_time = load_tool("lesson_time")
 new_md, new_code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
 DEEP = {"course": {"deep_dive": True}}
 

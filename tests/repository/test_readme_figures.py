@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import ROOT
+from conftest import NOTEBOOKS, ROOT, load_tool
 
 RESULTS = ROOT / "benchmarks" / "results"
 NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
@@ -96,3 +96,17 @@ def test_the_readme_quotes_the_threads_benchmarks() -> None:
     assert f"notebooks 07, 11 and 12, whose models train {faster} times faster with two on an idle" in text, faster
     slower = _ratio_range("threads_busy", ["vit", "toy", "gpt"], slower=True)
     assert f"({slower}x in `benchmarks/results/threads_busy.md`: ViT, toy model, GPT)" in text, slower
+
+
+# --- the lessons' length ---------------------------------------------------------------------------------------
+
+def test_the_readme_quotes_the_lessons_length_as_the_estimate_gives_it() -> None:
+    """The shortest and longest core and the course's total, as ``tools/lesson_time.py`` computes them now."""
+    estimates = [load_tool("lesson_time").estimate_file(path) for path in NOTEBOOKS]
+    shortest = min(estimates, key=lambda e: e.minutes)
+    longest = max(estimates, key=lambda e: e.minutes)
+    hours = sum(e.minutes for e in estimates) / 60
+    said = _paragraph(_readme(), "**One lesson, one class session.**")
+    expected = (f"from {shortest.minutes:.1f} minutes ({shortest.notebook[:2]}) to {longest.minutes:.1f} "
+                f"({longest.notebook[:2]}), {hours:.1f} hours for the {len(estimates)} lessons")
+    assert expected in said, f"README.md should say: {expected!r}"
