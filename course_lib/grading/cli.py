@@ -33,15 +33,17 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .commands import open_gradebook
 from .course import course_notebooks, notebook_id
@@ -170,6 +172,34 @@ def _todo(book: Gradebook, students: dict[Path, str], options: ClassOptions, out
     return todo, unchanged
 
 
+T = TypeVar("T")
+
+
+class _TerminalSafe:
+    """A text stream that writes what it is given through :func:`terminal_safe`: everything ``course-grade`` and
+    its subcommands print (file names, student keys, messages, roster lines) comes from submissions in part."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(terminal_safe(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _terminal_safe_output(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` with everything it prints passed through :func:`terminal_safe` (escaping twice changes nothing)."""
+
+    @functools.wraps(fn)
+    def safe(*args: Any, **kwargs: Any) -> T:
+        with redirect_stdout(_TerminalSafe(sys.stdout)), redirect_stderr(_TerminalSafe(sys.stderr)):
+            return fn(*args, **kwargs)
+
+    return safe
+
+
 def _say(quiet: bool, text: str) -> None:
     if not quiet:
         print(text, flush=True)
@@ -237,6 +267,7 @@ def _assignment(book: Gradebook, paths: list[Path], config: GradeConfig, quiet: 
     return replace(config, source=source)
 
 
+@_terminal_safe_output
 def grade_many(paths: list[Path], config: GradeConfig, out: Path, jobs: int = 1, quiet: bool = False,
                options: ClassOptions | None = None) -> list[SubmissionReport]:
     """Grade the new or changed submissions into the gradebook in ``out``, rewrite the exports and feedback;
@@ -567,24 +598,10 @@ def _history(argv: list[str]) -> int:
     return 0
 
 
-class _TerminalSafe:
-    """A text stream that writes what it is given through :func:`terminal_safe`: everything ``course-grade`` and
-    its subcommands print (file names, student keys, messages, roster lines) comes from submissions in part."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        return self._stream.write(terminal_safe(text))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
+@_terminal_safe_output
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``course-grade``; returns the exit status. Its output cannot drive the terminal."""
-    with redirect_stdout(_TerminalSafe(sys.stdout)), redirect_stderr(_TerminalSafe(sys.stderr)):
-        return _main(list(sys.argv[1:] if argv is None else argv))
+    return _main(list(sys.argv[1:] if argv is None else argv))
 
 
 def _main(argv: list[str]) -> int:

@@ -292,6 +292,18 @@ def test_unreadable_submissions_are_described_not_raised(tmp_path: Path) -> None
     assert read_submission(bom, 1 << 20)[1:4:2] == ([(0, "x")], "")
 
 
+def test_grade_many_called_from_python_prints_nothing_that_drives_the_terminal(tmp_path: Path, capsys) -> None:
+    """An instructor's own script calls ``grade_many`` rather than ``course-grade``: its output is escaped too."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    name = subs / "00_welcome_\x1b[2J\rchanged: bob: new, total 1.ipynb"
+    name.write_text("{")
+    grade_many([name], GradeConfig(**CONFIG), tmp_path / "out", quiet=False)
+    printed = capsys.readouterr()
+    assert "\\x1b[2J\\rchanged: bob" in printed.out, printed.out
+    assert not re.search("[\x1b\r]", printed.out + printed.err), printed
+
+
 def test_cli_writes_reports_for_malformed_huge_and_stub_submissions(tmp_path: Path, capsys) -> None:
     """No kernel is needed: a stub is recognised as such, broken files get reports saying why."""
     subs = tmp_path / "subs"
