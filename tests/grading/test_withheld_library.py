@@ -26,6 +26,7 @@ from typing import Any
 import nbformat
 import pytest
 import torch
+from conftest import run_everything
 
 from course_lib.edition.build import build_edition, course_exercises, withheld_for
 from course_lib.edition.record import as_tensors
@@ -116,7 +117,7 @@ def test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week(
     callables with fewer references, more of them stand-ins that raise; a callable that computes a later week's
     result there computes it here too, unless it turns a stand-in's error into another route (an ``except``
     around a withheld call). The test below searches every library for every later week's exercises too; it runs
-    under ``make test-all`` (COURSE_TEST_ALL=1), and costs ten times this one."""
+    under ``make test-all`` (COURSE_TEST_ALL=1), and costs about five times this one over the 16 weeks."""
     exercises = own_exercises(week)
     report = run_search(week_library(week), cases_file(exercises, tmp_path / "cases.pt"))
     assert_no_answer(report, exercises)
@@ -124,7 +125,7 @@ def test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("COURSE_TEST_ALL", "") != "1",
+@pytest.mark.skipif(not run_everything(),
                     reason="every later week's exercises in every week's library: make test-all (COURSE_TEST_ALL=1)")
 @pytest.mark.parametrize("week", WEEKS, ids=[f"{w:02d}" for w in WEEKS])
 def test_no_callable_of_a_weeks_library_computes_a_graded_result_of_that_week_or_later(
