@@ -24,9 +24,31 @@ Example:
 
 from __future__ import annotations
 
-from .cli import grade_many
-from .judging.policy import check_source
-from .records.report_types import ExerciseResult, SubmissionReport
-from .runner import GradeConfig, grade_submission
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cli import grade_many
+    from .judging.policy import check_source
+    from .records.report_types import ExerciseResult, SubmissionReport
+    from .runner import GradeConfig, grade_submission
 
 __all__ = ["GradeConfig", "SubmissionReport", "ExerciseResult", "grade_submission", "grade_many", "check_source"]
+
+#: Where each public name lives. They are imported on first use (PEP 562), not with the package: the runner in
+#: the sandbox imports ``course_lib.grading.sandbox.codec``, and importing the front door with it (nbformat, whose
+#: jsonschema builds a URI grammar at import) cost every sandbox about 3 s of its start.
+_HOMES = {"grade_many": ".cli", "check_source": ".judging.policy", "ExerciseResult": ".records.report_types",
+          "SubmissionReport": ".records.report_types", "GradeConfig": ".runner", "grade_submission": ".runner"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name], __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
