@@ -1,4 +1,5 @@
-"""The figures README.md quotes from a benchmark are the ones ``benchmarks/results/`` holds.
+"""The figures README.md (and docs/grading.md's throughput) quote from a benchmark are the ones ``benchmarks/results/``
+holds.
 
 A benchmark rerun that changes a figure makes this fail until the README says the new one; a README edit that
 rounds or remembers a figure differently fails too. The figures are read from the results' JSON (the Markdown
@@ -110,3 +111,20 @@ def test_the_readme_quotes_the_lessons_length_as_the_estimate_gives_it() -> None
     expected = (f"from {shortest.minutes:.1f} minutes ({shortest.notebook[:2]}) to {longest.minutes:.1f} "
                 f"({longest.notebook[:2]}), {hours:.1f} hours for the {len(estimates)} lessons")
     assert expected in said, f"README.md should say: {expected!r}"
+
+
+# --- the grader's throughput (docs/grading.md) -----------------------------------------------------------------
+
+def test_the_grading_guide_quotes_the_grading_benchmark() -> None:
+    """docs/grading.md's "Throughput": the rate with ``--jobs 2``, its CPU time and sandboxes per submission, and
+    the rate without the sandbox, as ``benchmarks/results/grading.json`` holds them."""
+    results = json.loads((RESULTS / "grading.json").read_text(encoding="utf-8"))
+    row = next(r for r in results["rows"] if r["jobs"] == 2 and r["sandbox"])
+    text = " ".join((ROOT / "docs" / "grading.md").read_text(encoding="utf-8").split())
+    said = _paragraph(text, "Each submission starts a sandbox")
+    expected = [f"graded at {row['median_per_min']:.1f} submissions a minute",
+                f"({row['cpu_s_per_submission']:.2f} CPU seconds per submission",
+                f"{row['sandboxes_per_submission']:.2f} sandboxes per submission",
+                f"and {results['unsandboxed']['median_per_min']:.1f} a minute without the sandbox"]
+    missing = [phrase for phrase in expected if phrase not in said]
+    assert not missing, f"docs/grading.md should say: {missing}"
