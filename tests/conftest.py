@@ -337,3 +337,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # A plugin, not hooks of this conftest: a conftest's test hooks see only the items below its folder, and
     # this one must see nbval's cells in notebooks/.
     config.pluginmanager.register(NbvalSiteCache(config), "course-site-cache")
+    _share_the_cores(config)
+
+
+def _share_the_cores(config: pytest.Config) -> None:
+    """On a pytest-xdist worker: PyTorch's threads in this process set to the worker's share of the CPUs (one each
+    for ``make test``'s two workers on two cores). PyTorch's default is a thread per core in every process, so two
+    workers ran four threads on two cores, and a thread waiting for its partner spins on a core the other worker
+    needs: with one core busy elsewhere, this repository's exercise and model tests took 58 CPU s with two threads
+    and 35 with one. Kernels, sandboxes and other processes the tests start choose their own threads as before."""
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))

@@ -87,7 +87,9 @@ def torch_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("torch-venv") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
     # --no-compile, then one import that writes the byte code of the modules PyTorch imports, and only those
-    # (18 s -> 8 s on an idle 2-core machine). What the tests install on top of it is installed as pip does by default.
+    # (18 s -> 8 s on an idle 2-core machine). What the tests install on top of it is installed --no-compile too
+    # (each venv runs one notebook: Python compiles the modules it imports, not the thousands it never does); the
+    # install cell's own pip, the code under test, is left as a student's runs.
     python, env = folder / "bin" / "python", _fresh_env(folder)
     _pip(python, "--quiet", "--no-compile", f"torch=={metadata.version('torch')}", env=env, cwd=folder)
     writing = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -162,7 +164,7 @@ def test_the_wheel_installs_beside_pytorch_without_reinstalling_it(wheels: Path,
     env = _fresh_env(folder)
     before = _torch_files(python)
     (wheel,) = wheels.glob("*.whl")
-    done = _pip(python, str(wheel), env=env, cwd=tmp_path)
+    done = _pip(python, "--no-compile", str(wheel), env=env, cwd=tmp_path)
     installed = [line for line in done.stdout.splitlines() if line.startswith("Installing collected packages:")]
     assert installed and "course_lib" in installed[0].replace("-", "_"), done.stdout
     assert "torch" not in installed[0].split(":", 1)[1].replace(" ", "").split(","), installed[0]
@@ -177,7 +179,7 @@ def test_the_install_cell_installs_course_lib_where_it_is_missing(local_index: s
     python = _venv_with_torch(torch_venv, folder)
     env = _fresh_env(folder)
     pins = _pins()
-    _pip(python, "--quiet", *(f"{name}=={pins[name]}" for name in COLAB_HAS), env=env, cwd=tmp_path)
+    _pip(python, "--quiet", "--no-compile", *(f"{name}=={pins[name]}" for name in COLAB_HAS), env=env, cwd=tmp_path)
     missing = subprocess.run([str(python), "-c", "import course_lib"], capture_output=True, text=True, env=env,
                              cwd=tmp_path)
     assert missing.returncode != 0 and "No module named 'course_lib'" in missing.stderr
@@ -252,7 +254,7 @@ def test_pip_install_of_the_edition_into_a_fresh_venv_runs_the_graded_notebook_u
     venv = tmp_path / "venv"
     python = _venv_with_torch(torch_venv, venv)  # a fresh venv with the course's torch pin installed, as a student's
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    _pip(python, "--quiet", str(edition), env=env, cwd=tmp_path)
+    _pip(python, "--quiet", "--no-compile", str(edition), env=env, cwd=tmp_path)
     env.update(COURSE_SMOKE="1", MPLBACKEND="Agg")
     run = subprocess.run([str(python), "-c", RUN_EDITION, str(edition / "notebooks" / "04_masking.ipynb"),
                           str(tmp_path)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1800)
