@@ -39,6 +39,7 @@ import pytest
 from site_cache import NbvalSiteCache
 
 import course_lib.checks  # noqa: F401  (adds the course's exercise package: get_exercise finds exercises in it)
+from course_lib.runtime import configure_threads
 
 # nbval reads a cell's messages only after the cell has finished. A long training cell with a widget progress
 # bar sends a message at every refresh (tqdm's default: ten a second), and the kernel's message socket keeps at
@@ -344,10 +345,9 @@ def _share_the_cores(config: pytest.Config) -> None:
     """On a pytest-xdist worker: PyTorch's threads in this process set to the worker's share of the CPUs (one each
     for ``make test``'s two workers on two cores). PyTorch's default is a thread per core in every process, so two
     workers ran four threads on two cores, and a thread waiting for its partner spins on a core the other worker
-    needs: with one core busy elsewhere, this repository's exercise and model tests took 58 CPU s with two threads
-    and 35 with one. Kernels, sandboxes and other processes the tests start choose their own threads as before."""
+    needs: with one core busy elsewhere, this repository's exercise and model tests took 56-61 CPU s with two
+    threads and 33-36 with one. Kernels, sandboxes and other processes the tests start choose their own threads as
+    before."""
     workers = getattr(config, "workerinput", {}).get("workercount")
     if workers:
-        import torch
-
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
+        configure_threads(max(1, (os.cpu_count() or 1) // int(workers)))

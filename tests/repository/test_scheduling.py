@@ -3,12 +3,14 @@ and how the site test finds the notebooks the other worker executed (tests/site_
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import conftest
 import pytest
+import torch
 from scheduling import function_key, work_unit
 from site_cache import NbvalSiteCache
 
@@ -68,3 +70,19 @@ def test_the_workers_sample_counts_reach_the_controllers_summary(monkeypatch: py
         conftest.pytest_testnodedown(node, None)
     assert controller.stash[conftest.SAMPLED_KEY] == counts
     assert conftest.SAMPLE_NOTES == ["lab: 4 of 14 notebooks"]
+
+
+@pytest.mark.parametrize(("workers", "expected"), [(2, "half"), (64, 1)])
+def test_an_xdist_worker_runs_pytorch_on_its_share_of_the_cores(workers: int, expected: object) -> None:
+    """Two workers on two cores must not run four spinning PyTorch threads (conftest._share_the_cores); a run
+    without xdist keeps the thread count it had."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(7)
+        conftest._share_the_cores(SimpleNamespace())  # not a worker: untouched
+        assert torch.get_num_threads() == 7
+        conftest._share_the_cores(SimpleNamespace(workerinput={"workercount": workers}))
+        want = max(1, (os.cpu_count() or 1) // 2) if expected == "half" else expected
+        assert torch.get_num_threads() == want
+    finally:
+        torch.set_num_threads(before)
