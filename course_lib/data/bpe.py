@@ -33,7 +33,8 @@ from itertools import pairwise
 
 import regex
 
-__all__ = ["GPT2_PATTERN", "bytes_to_unicode", "pretokenize", "merge_pair", "bpe_merge_step", "train_bpe", "ByteBPE"]
+__all__ = ["GPT2_PATTERN", "bytes_to_unicode", "pretokenize", "split_special", "merge_pair", "bpe_merge_step",
+           "check_train_arguments", "train_bpe", "ByteBPE"]
 
 # GPT-2's pre-tokeniser (also that of ``tokenizers``' ByteLevel with ``use_regex=True``): English contractions,
 # a letter run, a number run, a punctuation run (each with at most one space in front), whitespace that is not
@@ -136,7 +137,9 @@ def bpe_merge_step(words: Sequence[Sequence[int]], counts: Sequence[int], new_id
     return pair, merged
 
 
-def _check_train_arguments(vocab_size: int, min_frequency: int, special_tokens: Sequence[str]) -> None:
+def check_train_arguments(vocab_size: int, min_frequency: int, special_tokens: Sequence[str]) -> None:
+    """Raise a ValueError naming the argument unless :func:`train_bpe`'s arguments are valid (whoever learns the
+    merges: the class edition learns them with ``tokenizers``)."""
     if len(set(special_tokens)) != len(special_tokens):
         raise ValueError(f"train_bpe: special_tokens must be distinct, got {list(special_tokens)}")
     if not isinstance(vocab_size, int) or vocab_size < 256 + len(special_tokens):
@@ -161,13 +164,13 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2, spe
         [('l', 'o'), ('lo', 'w')]
     """
     special_tokens = list(special_tokens)
-    _check_train_arguments(vocab_size, min_frequency, special_tokens)
+    check_train_arguments(vocab_size, min_frequency, special_tokens)
     vocab = {token: i for i, token in enumerate(special_tokens)}
     for char in sorted(bytes_to_unicode().values()):
         vocab[char] = len(vocab)
     pieces: Counter[str] = Counter()
     for text in texts:
-        for chunk in _split_special(text, special_tokens):
+        for chunk in split_special(text, special_tokens):
             if chunk not in special_tokens:
                 pieces.update(pretokenize(chunk))
     words = {tuple(vocab[char] for char in piece): freq for piece, freq in pieces.items()}  # ids -> count
@@ -200,8 +203,13 @@ def train_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int = 2, spe
     return vocab, merges
 
 
-def _split_special(text: str, special_tokens: Sequence[str]) -> list[str]:
-    """``text`` cut around the special tokens, which stay as chunks of their own (longest first)."""
+def split_special(text: str, special_tokens: Sequence[str]) -> list[str]:
+    """``text`` cut around the special tokens, which stay as chunks of their own (longest first).
+
+    Example:
+        >>> split_special("a<|x|>b", ["<|x|>"])
+        ['a', '<|x|>', 'b']
+    """
     if not special_tokens:
         return [text]
     pattern = "|".join(regex.escape(t) for t in sorted(special_tokens, key=len, reverse=True))
@@ -258,7 +266,7 @@ class ByteBPE:
     def encode(self, text: str) -> list[int]:
         """Text -> token ids (special tokens kept whole)."""
         ids: list[int] = []
-        for chunk in _split_special(text, self.special_tokens):
+        for chunk in split_special(text, self.special_tokens):
             if chunk in self.special_tokens:
                 ids.append(self.vocab[chunk])
             else:
@@ -282,7 +290,7 @@ class ByteBPE:
 
     def _finished_part(self, text: str) -> tuple[list[int], str]:
         """The ids of the part of ``text`` that no text after it can change, and the rest of ``text``."""
-        parts = _split_special(text, self.special_tokens)
+        parts = split_special(text, self.special_tokens)
         last = max((i for i, part in enumerate(parts) if part in self.special_tokens), default=-1)
         ids = self.encode("".join(parts[:last + 1]))  # up to the last special token: a hard boundary
         tail = "".join(parts[last + 1:])

@@ -57,9 +57,12 @@ ALSO_ANSWERS: dict[str, tuple[str, ...]] = {
     "course_lib.models.masking.padding_mask": ("course_lib.models.masking.from_key_padding_mask",),
     # the tiled attention runs the online softmax on its scores: with keys = the identity it is the answer
     "course_lib.models.flash_attention.online_softmax": ("course_lib.models.flash_attention.online_softmax_attention",),
-    # train_bpe takes notebook 10's merge step with these three: together they are the answer
+    # train_bpe takes notebook 10's merge step with these three: together they are the answer; train_bpe itself
+    # repeats that step and ByteBPE's encoding merges with merge_pair (the class edition does both with tokenizers
+    # instead: backed.train_bpe, backed.byte_bpe_merge_piece)
     "course_lib.data.bpe.bpe_merge_step": (
-        "course_lib.data.bpe.merge_pair", "course_lib.data.bpe._pair_counts", "course_lib.data.bpe._best_pair"),
+        "course_lib.data.bpe.merge_pair", "course_lib.data.bpe._pair_counts", "course_lib.data.bpe._best_pair",
+        "course_lib.data.bpe.train_bpe", "course_lib.data.bpe.ByteBPE._merge_piece"),
 }
 
 #: Calls the lessons make to a graded part that has no PyTorch counterpart: the class edition ships their
@@ -138,9 +141,18 @@ def _reference_parts(exercise: Exercise) -> list[Any]:
 
 
 def _resolve(key: str) -> Any:
-    module_name, _, name = key.rpartition(".")
-    module = sys.modules.get(module_name) or __import__(module_name, fromlist=[name])
-    return getattr(module, name)
+    """The object a key names: ``module.name`` or ``module.Class.method``."""
+    parts = key.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            obj = sys.modules.get(module_name) or __import__(module_name, fromlist=[parts[cut]])
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, name)
+        return obj
+    raise ImportError(f"no module in {key!r}")
 
 
 def graded_parts(exercises: Iterable[Exercise]) -> list[GradedPart]:

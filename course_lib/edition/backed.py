@@ -2,8 +2,9 @@
 
 In the class edition a graded exercise's reference is gone; where a later lesson calls it, the edition puts
 one of these in its place (same name, same signature, same public behaviour), each computing through the
-PyTorch function or module named in :data:`BACKED`. The tests already prove the course's references equal
-to those PyTorch modules, so a lesson that falls back on them shows the same numbers. The grader refuses a
+PyTorch function or module named in :data:`BACKED` (BPE training: Hugging Face ``tokenizers``, as notebook 10
+compares). The tests already prove the course's references equal to those modules, so a lesson that falls back
+on them shows the same numbers. The grader refuses a
 route to PyTorch's own softmax and attention kernels as an answer, so these cannot be handed in either.
 
 Each stand-in is written to be copied on its own into the edition's module in place of the reference (the
@@ -27,7 +28,8 @@ import torch
 __all__ = ["Backing", "BACKED", "stable_softmax", "scaled_dot_product_attention", "multi_head_attention_forward",
            "causal_mask", "sliding_window_mask", "from_key_padding_mask", "label_smoothed_cross_entropy",
            "feed_forward_forward", "encoder_layer_forward", "decoder_layer_forward", "mean_pool",
-           "sinusoidal_frequencies", "online_softmax_attention"]
+           "sinusoidal_frequencies", "online_softmax_attention", "train_bpe",
+           "byte_bpe_merge_piece"]
 
 
 def stable_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -346,6 +348,40 @@ def rms_norm_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
     return self.weight * normalised.to(x.dtype)  # (..., d_model)
 
 
+def train_bpe(texts: Any, vocab_size: int, min_frequency: int = 2, special_tokens: Any = ()) -> Any:
+    """Class edition: byte-level BPE learned by Hugging Face ``tokenizers`` (notebook 10's exercise writes its
+    merge step by hand, and ``train_bpe`` repeats that step). Returns ``(vocab, merges)`` as the course's
+    ``train_bpe`` does: ``tokenizers`` learns the same merges in the same order and the same vocabulary
+    (``tests/edition/test_edition.py`` holds them equal, ties included), so ``ByteBPE.train`` and the cells after
+    it show the same tokens while the merge step stays the learner's to write.
+    """
+    import json
+
+    from course_lib.data.bpe import check_train_arguments, split_special
+    from course_lib.data.translation import learn_bpe
+
+    specials = [*special_tokens]
+    check_train_arguments(vocab_size, min_frequency, specials)
+    chunks = [chunk for text in texts for chunk in split_special(text, specials)  # as the course: a special token
+              if chunk not in specials]                                           # is never merged
+    learned = learn_bpe(chunks, vocab_size, min_frequency, specials, "byte")  # tokenizers' BpeTrainer
+    merges = [tuple(pair) for pair in json.loads(learned.to_str())["model"]["merges"]]
+    return learned.get_vocab(), merges
+
+
+def byte_bpe_merge_piece(self: Any, piece: str) -> tuple[int, ...]:
+    """Class edition: ``ByteBPE._merge_piece`` (one pre-token's ids, the learned merges applied earliest first)
+    through the BPE model of Hugging Face ``tokenizers``, built once per tokeniser from its vocabulary and merges.
+    The course's merge applies notebook 10's merge step (``merge_pair``, withheld until the exercise is solved);
+    ``tokenizers`` gives the same ids (``tests/edition/test_edition.py``)."""
+    from tokenizers import models
+
+    model = self.__dict__.get("_tokenizers_model")
+    if model is None:
+        model = self.__dict__["_tokenizers_model"] = models.BPE(vocab=dict(self.vocab), merges=list(self.merges))
+    return tuple(token.id for token in model.tokenize(piece))
+
+
 @dataclass(frozen=True)
 class Backing:
     """One stand-in: the function (its source is copied into the edition) and the PyTorch callables it runs
@@ -381,4 +417,6 @@ BACKED: dict[str, Backing] = {
     "course_lib.models.llama.RMSNorm.forward": Backing(rms_norm_forward, ("torch.nn.functional.rms_norm",)),
     "course_lib.models.flash_attention.online_softmax_attention": Backing(
         online_softmax_attention, ("torch.nn.functional.scaled_dot_product_attention",)),
+    "course_lib.data.bpe.train_bpe": Backing(train_bpe, ("tokenizers.trainers.BpeTrainer",)),
+    "course_lib.data.bpe.ByteBPE._merge_piece": Backing(byte_bpe_merge_piece, ("tokenizers.models.BPE",)),
 }

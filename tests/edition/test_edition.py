@@ -303,6 +303,46 @@ def test_notebook_13s_stand_ins_equal_the_references_and_run_through_pytorch() -
             stand_in(*args)
 
 
+def test_the_tokenizers_backed_train_bpe_equals_the_course_train_bpe_ties_included() -> None:
+    """Notebook 10's ``ByteBPE.train`` in the class edition before week 10 is solved: ``tokenizers`` learns what the
+    course's ``train_bpe`` learns (merges in order, vocabulary), on the lesson's toy text (ties among equal counts),
+    with special tokens, with a higher ``min_frequency``, and on Python documentation; it checks its arguments as
+    the course does, and computes nothing with tokenizers' trainer switched off."""
+    from course_lib.data.bpe import train_bpe
+    from course_lib.data.python_docs import END_OF_TEXT, python_docs_corpus
+    from course_lib.exercises.core import ForbiddenCallError, forbid_calls
+
+    toy = ["low lower lowest newer newest wider"] * 3 + ["new new slow"]
+    docs = python_docs_corpus().train[:40]
+    for texts, vocab_size, min_frequency, specials in ((toy, 261, 1, ()), (toy, 400, 1, ()), (toy, 280, 2, ["<s>"]),
+                                                       ([f"a{END_OF_TEXT}ab ab"] * 2, 300, 0, [END_OF_TEXT]),
+                                                       (docs, 700, 2, [END_OF_TEXT])):
+        ours = train_bpe(texts, vocab_size, min_frequency, specials)
+        assert backed.train_bpe(texts, vocab_size, min_frequency, specials) == ours, (vocab_size, len(ours[1]))
+    with pytest.raises(ValueError, match="vocab_size"):
+        backed.train_bpe(toy, 100)
+    with forbid_calls(("tokenizers.trainers.BpeTrainer",)), pytest.raises(ForbiddenCallError):
+        backed.train_bpe(toy, 261)
+
+
+def test_the_tokenizers_backed_byte_bpe_encoding_equals_the_course_merges() -> None:
+    """``ByteBPE``'s encoding in the class edition before week 10 is solved (its merge is notebook 10's merge step):
+    the ids of every pre-token of Python documentation, with all merges and with the first k (notebook 10's
+    characters-per-token plot), and ``a a a a`` (left to right), equal the course's; nothing without tokenizers."""
+    from course_lib.data.bpe import ByteBPE, pretokenize
+    from course_lib.data.python_docs import END_OF_TEXT, python_docs_corpus
+    from course_lib.exercises.core import ForbiddenCallError, forbid_calls
+
+    corpus = python_docs_corpus()
+    trained = ByteBPE.train(corpus.train[:40], 700, 2, [END_OF_TEXT])
+    pieces = sorted(set(pretokenize("\n".join(corpus.valid)[:50_000]))) + ["aaaa", "ĠĠĠĠĠ"]
+    for k in (0, 16, len(trained.merges)):
+        bpe = ByteBPE(trained.vocab, trained.merges[:k], trained.special_tokens)
+        assert [backed.byte_bpe_merge_piece(bpe, p) for p in pieces] == [bpe._merge_piece(p) for p in pieces], k
+    with forbid_calls(("tokenizers.models.BPE",)), pytest.raises(ForbiddenCallError):
+        backed.byte_bpe_merge_piece(ByteBPE(trained.vocab, trained.merges), "Ġthe")
+
+
 def _in_chunks(step: Any, x: torch.Tensor, chunks: tuple[int, ...]) -> list[Any]:
     """``step(part)`` on consecutive slices of ``x``'s positions, ``chunks`` long each (a prompt, then tokens)."""
     starts = [sum(chunks[:i]) for i in range(len(chunks))]
