@@ -263,7 +263,7 @@ def _shares_fixture(item: pytest.Item) -> bool:
 BEFORE_THE_SITE = frozenset({"tests/repository/test_docs.py::test_pdoc_builds_the_reference_without_warnings"})
 
 
-def _run_order(item: pytest.Item) -> int:
+def _run_order(item: pytest.Item) -> tuple[int, int]:
     """The order the run takes (a stable sort keeps collection order within each rank), for xdist and serial runs:
 
     0. the tests of ``BEFORE_THE_SITE`` (under xdist: their file), then the notebooks (nbval), the longest work:
@@ -271,14 +271,18 @@ def _run_order(item: pytest.Item) -> int:
     1. the other grouped tests (a file sharing a fixture: the class edition, JupyterLab, the grader);
     2. the site test (``tests/website/test_site.py``): it builds from the notebooks nbval executed in this session
        (site_cache.py); under xdist it waits for those still running on the other worker;
-    3. every other test, one by one: while one worker builds and reads the site, the other takes these.
+    3. every other test, one by one: while one worker builds and reads the site, the other takes these; the slow
+       ones (``@pytest.mark.slow``: a distributed run, a benchmark script) first, so that the run ends on short
+       tests that the two workers share evenly, not on one worker's minute-long test while the other waits.
     """
     if item.path.suffix == ".ipynb" or f"{item.nodeid.split('::')[0]}::{getattr(item, 'originalname', '')}" \
             in BEFORE_THE_SITE:
-        return 0
+        return 0, 0
     if item.path.name == "test_site.py":
-        return 2
-    return 1 if _shares_fixture(item) else 3
+        return 2, 0
+    if _shares_fixture(item):
+        return 1, 0
+    return 3, 0 if item.get_closest_marker("slow") is not None else 1
 
 
 @pytest.hookimpl(optionalhook=True)

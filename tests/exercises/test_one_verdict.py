@@ -103,8 +103,8 @@ def _verdicts(name: str, impl) -> dict[str, tuple]:
 
 
 @pytest.mark.skipif(bool(os.environ.get("PYTEST_XDIST_WORKER")), reason=(
-    "run serially by `make test`'s second step: pytest-xdist starts threads of its own during a call, which the "
-    "grader's record counts as the answer's (the sandbox has none)"))
+    "run without xdist by `make test`, in a process of its own: pytest-xdist starts threads of its own during a "
+    "call, which the grader's record counts as the answer's (the sandbox has none)"))
 @pytest.mark.parametrize(("ex", "kind", "index"), _answers())
 def test_every_mistake_and_alternative_gets_one_verdict_from_the_four_entry_points(ex, kind: str, index: int,
                                                                                     edition_data) -> None:

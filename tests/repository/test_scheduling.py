@@ -86,3 +86,25 @@ def test_an_xdist_worker_runs_pytorch_on_its_share_of_the_cores(workers: int, ex
         assert torch.get_num_threads() == want
     finally:
         torch.set_num_threads(before)
+
+
+def _item(nodeid: str, slow: bool = False, shared: bool = False) -> SimpleNamespace:
+    """A stand-in for a collected test: what conftest._run_order reads."""
+    file, _, name = nodeid.partition("::")
+    scope = SimpleNamespace(scope="module" if shared else "function")
+    return SimpleNamespace(path=Path(file), nodeid=nodeid, originalname=name.split("[")[0],
+                           _fixtureinfo=SimpleNamespace(name2fixturedefs={"fixture": [scope]}),
+                           get_closest_marker=lambda name: object() if slow and name == "slow" else None)
+
+
+def test_the_run_starts_with_the_notebooks_and_ends_on_short_tests() -> None:
+    """conftest._run_order: notebooks, then grouped files, then the site, then single tests, the slow ones (a
+    distributed run) before the fast ones, so that no worker ends the run alone on a minute-long test."""
+    items = [_item("tests/a/test_fast.py::test_quick"), _item("tests/z/test_trainer.py::test_two_processes", slow=True),
+             _item("tests/website/test_site.py::test_pages", shared=True),
+             _item("tests/grading/test_grading.py::test_attack", slow=True, shared=True),
+             _item("notebooks/07_training_and_decoding.ipynb::Cell 3")]
+    ordered = [item.nodeid for item in sorted(items, key=conftest._run_order)]
+    assert ordered == ["notebooks/07_training_and_decoding.ipynb::Cell 3", "tests/grading/test_grading.py::test_attack",
+                       "tests/website/test_site.py::test_pages", "tests/z/test_trainer.py::test_two_processes",
+                       "tests/a/test_fast.py::test_quick"]
