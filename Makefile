@@ -64,9 +64,10 @@ XDIST := $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS) --dist loadfile -
 # than after it (after it, it kept one core idle for 10-36 s); its report is printed when both have ended.
 ONE_VERDICT := $(BIN)/python -m pytest -p no:xdist -q tests/exercises/test_one_verdict.py
 test: $(STAMP)
-	@$(ONE_VERDICT) > $(VENV)/one-verdict.log 2>&1 & verdict=$$!; \
+	@echo "$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)   (beside it: $(ONE_VERDICT))"; \
+	$(ONE_VERDICT) > $(VENV)/one-verdict.log 2>&1 & verdict=$$!; \
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); suite=$$?; \
-	wait $$verdict; one=$$?; echo "$(ONE_VERDICT)"; cat $(VENV)/one-verdict.log; \
+	wait $$verdict; one=$$?; echo "$(ONE_VERDICT):"; cat $(VENV)/one-verdict.log; \
 	test $$suite -eq 0 -a $$one -eq 0
 
 # `make test` (CI) runs a share of the parameters of the long sweeps (every known mistake of every exercise, every

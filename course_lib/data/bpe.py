@@ -138,8 +138,8 @@ def bpe_merge_step(words: Sequence[Sequence[int]], counts: Sequence[int], new_id
 
 
 def check_train_arguments(vocab_size: int, min_frequency: int, special_tokens: Sequence[str]) -> None:
-    """Raise a ValueError naming the argument unless :func:`train_bpe`'s arguments are valid (whoever learns the
-    merges: the class edition learns them with ``tokenizers``)."""
+    """Raise a ValueError naming the argument unless :func:`train_bpe`'s arguments are valid (also used by the
+    class edition's ``train_bpe``, which learns the merges with ``tokenizers``)."""
     if len(set(special_tokens)) != len(special_tokens):
         raise ValueError(f"train_bpe: special_tokens must be distinct, got {list(special_tokens)}")
     if not isinstance(vocab_size, int) or vocab_size < 256 + len(special_tokens):

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import pkgutil
 import sys
 import textwrap
 from collections.abc import Iterable, Sequence
@@ -140,21 +141,6 @@ def _reference_parts(exercise: Exercise) -> list[Any]:
     return [vars(ref)[m] for m in CLASS_METHODS if m in vars(ref)]
 
 
-def _resolve(key: str) -> Any:
-    """The object a key names: ``module.name`` or ``module.Class.method``."""
-    parts = key.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        module_name = ".".join(parts[:cut])
-        try:
-            obj = sys.modules.get(module_name) or __import__(module_name, fromlist=[parts[cut]])
-        except ImportError:
-            continue
-        for name in parts[cut:]:
-            obj = getattr(obj, name)
-        return obj
-    raise ImportError(f"no module in {key!r}")
-
-
 def graded_parts(exercises: Iterable[Exercise]) -> list[GradedPart]:
     """Every graded part of ``exercises`` (references, their private helpers, :data:`ALSO_ANSWERS`), each once."""
     parts: dict[str, GradedPart] = {}
@@ -168,7 +154,7 @@ def graded_parts(exercises: Iterable[Exercise]) -> list[GradedPart]:
             for helper in _private_helpers(ref, seen):
                 parts.setdefault(_key(helper), GradedPart(_key(helper), exercise.name, "helper", helper))
         for extra in ALSO_ANSWERS.get(_key(exercise.reference), ()):
-            obj = _resolve(extra)
+            obj = pkgutil.resolve_name(extra)  # module.name or module.Class.method
             parts.setdefault(extra, GradedPart(extra, exercise.name, "helper", obj))
             for helper in _private_helpers(obj, seen):
                 parts.setdefault(_key(helper), GradedPart(_key(helper), exercise.name, "helper", helper))

@@ -2,10 +2,10 @@
 
 In the class edition a graded exercise's reference is gone; where a later lesson calls it, the edition puts
 one of these in its place (same name, same signature, same public behaviour), each computing through the
-PyTorch function or module named in :data:`BACKED` (BPE training: Hugging Face ``tokenizers``, as notebook 10
-compares). The tests already prove the course's references equal to those modules, so a lesson that falls back
-on them shows the same numbers. The grader refuses a
-route to PyTorch's own softmax and attention kernels as an answer, so these cannot be handed in either.
+PyTorch function or module named in :data:`BACKED` (byte-level BPE: Hugging Face ``tokenizers``, which notebook
+10 compares with). The tests already prove the course's references equal to those modules, so a lesson that falls
+back on them shows the same numbers. The grader refuses a route to PyTorch's own softmax and attention kernels as
+an answer, so these cannot be handed in either.
 
 Each stand-in is written to be copied on its own into the edition's module in place of the reference (the
 builder takes its source), so it imports what it needs inside its body. A method (``"Class.forward"``)
