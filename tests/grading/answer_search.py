@@ -45,7 +45,9 @@ import torch
 import course_lib
 
 SECONDS = 0.5
-#: A callable that overruns this many times is not called again (the report lists it).
+#: A callable that overruns this many times is not called again (the report lists it); one that overran so and
+#: never once gave a result within the limit is not called for the later exercises either (it is slow whatever it is
+#: given: reading the Python documentation, training a classifier), instead of overrunning again in each of them.
 MAX_TIMEOUTS = 2
 #: Where each exercise's child writes the callable it is about to try (to name one that ends the process).
 TRACE: Any = None
@@ -344,6 +346,7 @@ def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -
     report: dict[str, Any] = {"callables": len(found), "exercises": len(exercises), "calls": 0, "hits": [],
                               "overran": []}
     overruns: dict[str, int] = {}
+    returned: set[str] = set()  # callables that gave a result within the limit at least once
     spent: dict[str, float] = {}
     for ex in exercises:
         atol = max(1e-5, float(ex["atol"]))
@@ -383,6 +386,7 @@ def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -
                         continue
                     except BaseException:  # noqa: BLE001 - a call that fails computes nothing
                         continue
+                    returned.add(key)
                     if scalar and len(got) != 1:  # a number is found only as the whole output, not in a list
                         continue
                     given = [x for x in leaves([a, k]) if x.numel() >= 2]
@@ -396,13 +400,15 @@ def search(exercises: list[dict[str, Any]], found: list[tuple[str, Any, str]]) -
                     report["hits"].append({"exercise": ex["name"], "callable": key, "how": label,
                                            "refused": refused(fn, a, k, ex)})
     report["overran"] = sorted(k for k, n in overruns.items() if n >= MAX_TIMEOUTS)
+    report["never_returned"] = sorted(k for k in report["overran"] if k not in returned)
     report["slowest"] = [[k, round(v, 1)] for k, v in sorted(spent.items(), key=lambda kv: -kv[1])[:8]]
     return report
 
 
 def _isolated(exercise: dict[str, Any], found: list[tuple[str, Any, str]], folder: str) -> dict[str, Any]:
     """Search one exercise in a forked child (a callable that ends the process, a state it leaves behind, do not
-    reach the next exercise); a callable that ended the child is reported (``ended``) and left out of a retry."""
+    reach the next exercise); a callable that ended the child is reported (``ended``) and left out of a retry.
+    The child's overruns die with it: :func:`main` leaves out of the next exercises what never gave a result here."""
     ended: list[str] = []
     attempt = 0
     for attempt in range(4):  # noqa: B007 - reported below
@@ -433,7 +439,7 @@ def _isolated(exercise: dict[str, Any], found: list[tuple[str, Any, str]], folde
         if not culprit or culprit in ended:
             break
         ended.append(culprit)
-    return {"calls": 0, "hits": [], "overran": [], "slowest": [], "ended": ended,
+    return {"calls": 0, "hits": [], "overran": [], "never_returned": [], "slowest": [], "ended": ended,
             "error": f"the search of {exercise['name']} ended its process {attempt + 1} time(s)"}
 
 
@@ -451,10 +457,12 @@ def main(path: str, out: str) -> None:
     found = callables(found_modules)
     report: dict[str, Any] = {"callables": len(found), "exercises": len(exercises), "calls": 0, "hits": [],
                               "overran": [], "ended": [], "errors": []}
+    stuck: set[str] = set()  # overran MAX_TIMEOUTS times in an exercise without ever returning: not called again
     try:
         with tempfile.TemporaryDirectory(prefix="answer-search-") as folder:
             for exercise in exercises:
-                part = _isolated(exercise, found, folder)
+                part = _isolated(exercise, [c for c in found if c[0] not in stuck], folder)
+                stuck.update(part["never_returned"])
                 report["calls"] += part["calls"]
                 report["hits"] += part["hits"]
                 report["overran"] = sorted(set(report["overran"]) | set(part["overran"]))
@@ -462,6 +470,7 @@ def main(path: str, out: str) -> None:
                 report["errors"] += [part["error"]] if "error" in part else []
     except BaseException:  # noqa: BLE001 - written where the test reads it (a callable may have moved stderr)
         report["errors"].append(traceback.format_exc())
+    report["not_called_again"] = sorted(stuck)
     report["import_failures"] = failed
     report["library"] = os.path.dirname(os.path.dirname(course_lib.__file__))
     report["seconds"] = round(time.perf_counter() - start, 1)
