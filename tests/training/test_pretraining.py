@@ -83,6 +83,29 @@ def test_a_held_out_docstring_copied_from_elsewhere_is_not_scored() -> None:
     assert len(task.valid_texts) == len(held_out) - 1 and task.valid_texts
 
 
+def _docs(packages) -> list:
+    from course_lib.data.stdlib_docstrings import Docstring
+
+    return [Docstring(pkg, f"{pkg}/m.py:f{i}", f"Text {i} of the package {pkg}.")
+            for pkg in packages for i in range(40)]
+
+
+def test_a_python_without_tkinters_source_gets_importlib_in_its_place_and_a_warning() -> None:
+    """Debian's and Ubuntu's Pythons ship tkinter apart (python3-tk): notebook 12 still runs, and says why its
+    numbers differ; a class asked for by name and absent is an error that names it."""
+    from course_lib.data.stdlib_docstrings import TASK_PACKAGES
+
+    without_tk = _docs([p for p in TASK_PACKAGES if p != "tkinter"] + ["importlib", "json"])
+    with pytest.warns(UserWarning, match="no 'tkinter' source.*python3-tk.*'importlib' in its place"):
+        task = docstring_task(without_tk)
+    assert task.classes == ("importlib", *TASK_PACKAGES[1:])
+    assert set(task.train_labels) == set(range(6)) and any("importlib" in t for t in task.valid_texts)
+    with pytest.raises(ValueError, match=r"no docstrings of \['tkinter'\]"):
+        docstring_task(without_tk, classes=("tkinter", "asyncio"))
+    with pytest.raises(ValueError, match=r"no docstrings of \['tkinter', 'email'\]"):  # two gone: no stand-in
+        docstring_task(_docs(["asyncio", "logging", "xml", "unittest", "importlib"]))
+
+
 def test_the_task_refuses_a_single_class() -> None:
     with pytest.raises(ValueError, match="two different classes"):
         docstring_task([], classes=("tkinter", "tkinter"))
