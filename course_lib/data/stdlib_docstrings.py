@@ -35,8 +35,8 @@ __all__ = ["TASK_PACKAGES", "PINNED_DOCSTRINGS_FINGERPRINT", "Docstring", "Docst
 #: The six packages of the labelled task, in label order.
 TASK_PACKAGES = ("tkinter", "asyncio", "email", "logging", "xml", "unittest")
 
-#: Takes the place of a package of :data:`TASK_PACKAGES` whose source this Python installation leaves out (Debian
-#: and Ubuntu ship tkinter apart, in python3-tk): the import system, a subject distinct from the other five.
+#: Takes tkinter's place in the task where this Python installation leaves tkinter's source out (Debian and Ubuntu
+#: ship it apart, in python3-tk): the import system, a subject distinct from the other five.
 _STAND_IN_PACKAGE = "importlib"
 
 #: Folders of the standard library that hold tests or bundled third-party code, not the library's own text.
@@ -137,18 +137,18 @@ def docstring_task(docstrings: Sequence[Docstring], classes: Sequence[str] = TAS
     text (the labelled training docstrings included) is dropped: the library repeats some docstrings word
     for word, and a copy would test memory, not the task.
 
-    With the default classes, one package whose source this Python does not ship (tkinter on a Debian or
-    Ubuntu Python without python3-tk) is replaced by ``importlib``, with a warning: the lesson runs, its numbers
-    differ. A class given explicitly and absent is an error.
+    With the default classes on a Python without tkinter's source (Debian's or Ubuntu's without python3-tk),
+    ``importlib`` takes tkinter's place, with a warning: the lesson runs, its numbers differ. Any other class
+    absent from ``docstrings`` is an error that names it.
     """
     classes = tuple(classes)
     present = {doc.package for doc in docstrings}
     absent = [c for c in classes if c not in present]
-    if classes == TASK_PACKAGES and len(absent) == 1 and docstrings and _STAND_IN_PACKAGE in present:
-        warnings.warn(f"docstring_task: this Python's standard library has no {absent[0]!r} source (Debian and "
-                      f"Ubuntu ship it apart: apt install python3-tk); the task takes {_STAND_IN_PACKAGE!r} in "
-                      f"its place, so the numbers will differ from the notebook's", stacklevel=2)
-        classes = tuple(_STAND_IN_PACKAGE if c == absent[0] else c for c in classes)
+    if classes == TASK_PACKAGES and absent == ["tkinter"] and _STAND_IN_PACKAGE in present:
+        warnings.warn(f"docstring_task: this Python's standard library has no 'tkinter' source (Debian and Ubuntu "
+                      f"ship it apart: apt install python3-tk); the task takes {_STAND_IN_PACKAGE!r} in its place, "
+                      f"so the numbers will differ from the notebook's", stacklevel=2)
+        classes = tuple(_STAND_IN_PACKAGE if c == "tkinter" else c for c in classes)
     elif absent and docstrings:
         raise ValueError(f"docstring_task: no docstrings of {absent} among the {len(docstrings)} given (the "
                          f"packages present include {sorted(present)[:8]}); is their source installed?")

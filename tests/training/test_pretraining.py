@@ -15,7 +15,7 @@ import torch
 
 from course_lib.checks.nb12_bert import MASK_TOKENS
 from course_lib.data.python_docs import ByteBPE, is_validation_document
-from course_lib.data.stdlib_docstrings import docstring_task, stdlib_docstrings
+from course_lib.data.stdlib_docstrings import TASK_PACKAGES, Docstring, docstring_task, stdlib_docstrings
 from course_lib.evaluation.metrics import classifier_accuracy
 from course_lib.exercises import Case, output_problems, run_case, run_check, to_plain
 from course_lib.exercises.judges import masking_problems
@@ -71,8 +71,6 @@ def test_the_task_never_pretrains_on_a_validation_docstring() -> None:
 
 
 def test_a_held_out_docstring_copied_from_elsewhere_is_not_scored() -> None:
-    from course_lib.data.stdlib_docstrings import Docstring
-
     keys = [f"{pkg}/m.py:f{i}" for pkg in ("alpha", "beta") for i in range(40)]
     docs = [Docstring(k.split("/")[0], k, f"Own text of {k}.") for k in keys]
     copied = next(k for k in keys if is_validation_document(k, 4))
@@ -83,18 +81,15 @@ def test_a_held_out_docstring_copied_from_elsewhere_is_not_scored() -> None:
     assert len(task.valid_texts) == len(held_out) - 1 and task.valid_texts
 
 
-def _docs(packages) -> list:
-    from course_lib.data.stdlib_docstrings import Docstring
-
+def _docs(packages: list[str]) -> list[Docstring]:
+    """40 made-up docstrings of each package."""
     return [Docstring(pkg, f"{pkg}/m.py:f{i}", f"Text {i} of the package {pkg}.")
             for pkg in packages for i in range(40)]
 
 
 def test_a_python_without_tkinters_source_gets_importlib_in_its_place_and_a_warning() -> None:
     """Debian's and Ubuntu's Pythons ship tkinter apart (python3-tk): notebook 12 still runs, and says why its
-    numbers differ; a class asked for by name and absent is an error that names it."""
-    from course_lib.data.stdlib_docstrings import TASK_PACKAGES
-
+    numbers differ; any other absent class is an error that names it."""
     without_tk = _docs([p for p in TASK_PACKAGES if p != "tkinter"] + ["importlib", "json"])
     with pytest.warns(UserWarning, match="no 'tkinter' source.*python3-tk.*'importlib' in its place"):
         task = docstring_task(without_tk)
@@ -104,6 +99,8 @@ def test_a_python_without_tkinters_source_gets_importlib_in_its_place_and_a_warn
         docstring_task(without_tk, classes=("tkinter", "asyncio"))
     with pytest.raises(ValueError, match=r"no docstrings of \['tkinter', 'email'\]"):  # two gone: no stand-in
         docstring_task(_docs(["asyncio", "logging", "xml", "unittest", "importlib"]))
+    with pytest.raises(ValueError, match=r"no docstrings of \['email'\]"):  # only tkinter has a stand-in
+        docstring_task(_docs(["tkinter", "asyncio", "logging", "xml", "unittest", "importlib"]))
 
 
 def test_the_task_refuses_a_single_class() -> None:
