@@ -57,7 +57,7 @@ LESSON_08 = Lesson(
                d_ff=128, dropout=0.0, pool="cls"),
     train=dict(batch_size=128, lr=3e-3, weight_decay=0.05, warmup=50, label_smoothing=0.1,
                max_shift=1),
-    steps=2_500, long_steps=2_500,  # notebook 08 has no long run
+    steps=1_400, long_steps=1_400,  # notebook 08 has no long run
     quick=dict(d_model=32, num_heads=2, num_layers=1, d_ff=64, warmup=5),
 )
 """Notebook 08: the Vision Transformer on the 8x8 digits ([CLS] pooling), AdamW, warm-up and cosine decay, shifts

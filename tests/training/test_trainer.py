@@ -296,9 +296,10 @@ def test_data_and_value_errors_are_one_line_exit_2(tmp_path, capsys, monkeypatch
 
 def test_quick_configuration_from_the_flag_or_course_smoke(monkeypatch) -> None:
     from course_lib.training.cli.tasks import VIT_QUICK
+    from course_lib.training.lessons import LESSON_08
 
     monkeypatch.delenv("COURSE_SMOKE", raising=False)
-    assert load_config("vit")["steps"] == 2500
+    assert load_config("vit")["steps"] == LESSON_08.steps == 1400  # notebook 08's default run
     assert load_config("vit", quick=True)["steps"] == VIT_QUICK["steps"] == 30
     assert load_config("vit", overrides={"steps": 7}, quick=True)["steps"] == 7  # the command line still wins
     from course_lib.training.cli.config import quick_requested
