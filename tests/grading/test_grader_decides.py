@@ -336,21 +336,28 @@ def test_a_torch_compiled_softmax_earns_nothing() -> None:
     assert status == "forbidden" and "torch.compile" in message, (status, message)
 
 
-def test_inside_the_sandbox_no_path_names_the_host(tmp_path) -> None:
+@pytest.mark.parametrize("layout", ["neutral base", "base at its host paths"])
+def test_inside_the_sandbox_no_path_names_the_host(tmp_path, monkeypatch, layout: str) -> None:
     """Python runs at neutral paths in the sandbox: its executable, prefix, import path, environment and the
-    packages' files name neither the checkout nor the environment's folder on the host."""
+    packages' files name neither the checkout nor the environment's folder on the host. Also where the base
+    installation cannot move (a system Python under /usr, the layout taken here by a pyenv Python too): the base
+    keeps its host paths, the virtual environment's folder is still named nowhere."""
     import json
     import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from course_lib.grading.sandbox import sandbox
     from course_lib.grading.sandbox.sandbox import SandboxUnavailable, command, probe
 
     try:
         probe()
     except SandboxUnavailable as err:
         pytest.skip(str(err))
+    base_moves = layout == "neutral base" and not os.path.realpath(sys.base_prefix).startswith("/usr")
+    if layout != "neutral base":
+        monkeypatch.setattr(sandbox, "python_layout", sandbox._host_paths_layout)
     (tmp_path / "lib").mkdir()
     (tmp_path / "job").mkdir()
     cmd = command(tmp_path / "lib", tmp_path / "job", disk_mb=16, channel=1, requests=0)
@@ -365,14 +372,20 @@ def test_inside_the_sandbox_no_path_names_the_host(tmp_path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout)
-    host = {str(Path(__file__).resolve().parents[2]), sys.prefix, os.path.realpath(sys.prefix)}
-    if not os.path.realpath(sys.base_prefix).startswith("/usr"):
+    host = {str(Path(__file__).resolve().parents[2])}
+    if sys.prefix != sys.base_prefix:  # a virtual environment: its folder
+        host |= {sys.prefix, os.path.realpath(sys.prefix)}
+    if base_moves:
         host |= {sys.base_prefix, os.path.realpath(sys.base_prefix)}
     text = json.dumps(seen)
     assert not [h for h in host if h in text], (host, seen)
-    assert seen["executable"].startswith(("/grader/python/", "/usr/")), seen["executable"]
-    assert all(f.startswith(("/grader/python/", "/usr/")) for f in seen["files"]), seen["files"]
-    assert seen["cwd"] == "/tmp" and not {"root", "home", "work", "etc"} & set(seen["top"]), seen["top"]
+    allowed = ("/grader/python/", "/usr/") if base_moves else ("/grader/python/", "/usr/",
+                                                               os.path.realpath(sys.base_prefix) + "/")
+    assert seen["executable"].startswith(allowed), seen["executable"]
+    assert all(f.startswith(allowed) for f in seen["files"]), seen["files"]
+    private = {"root", "home", "work", "etc"} - ({os.path.realpath(sys.base_prefix).split("/")[1]} if not base_moves
+                                                 else set())  # a base bound at its host path shows its top folder
+    assert seen["cwd"] == "/tmp" and not private & set(seen["top"]), seen["top"]
 
 
 def _pasted(key: str, name: str, extra: str = ""):

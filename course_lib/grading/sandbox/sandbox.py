@@ -94,10 +94,25 @@ class PythonLayout:
 
 
 def _host_paths_layout() -> PythonLayout:
-    """Every Python folder bound at its own path: for an installation that cannot move (see below)."""
-    sites = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
-    packages = sorted({(d, d) for d in (*sites, *_base_package_dirs()) if os.path.isdir(d)})
-    return PythonLayout([(r, r) for r in python_roots()], sys.executable, sites, {}, packages)
+    """The base installation bound at its own paths, for one that cannot move (see below), and a virtual
+    environment's package folders at neutral paths (``/grader/python/site-packages-N``).
+
+    The environment's own folder is not bound, and the interpreter is the base's real file (what the environment's
+    ``bin/python`` links to; the runner adds the package folders itself, so ``pyvenv.cfg`` is not needed). So
+    nothing inside names where the environment lives on the host, as with :func:`python_layout`'s neutral base.
+    """
+    venv = os.path.realpath(sys.prefix) if sys.prefix != sys.base_prefix else None
+
+    def in_venv(path: str) -> bool:
+        return venv is not None and (path == venv or path.startswith(venv.rstrip("/") + "/"))
+
+    site_dirs = sorted({os.path.realpath(sysconfig.get_paths()[key]) for key in ("purelib", "platlib")})
+    packages = [(d, f"{PYTHON}/site-packages-{number}" if in_venv(d) else d) for number, d in enumerate(site_dirs)]
+    packages += [(d, d) for d in _base_package_dirs() if os.path.isdir(d) and d not in site_dirs]
+    roots = [r for r in python_roots() if not in_venv(os.path.realpath(r))]
+    executable = os.path.realpath(sys.executable) if venv is not None else sys.executable
+    return PythonLayout([(r, r) for r in roots], executable, [inside for _, inside in packages[:len(site_dirs)]], {},
+                        sorted(p for p in packages if os.path.isdir(p[0])))
 
 
 def _base_package_dirs() -> list[str]:
