@@ -51,6 +51,20 @@ def _signature(obj: Any) -> str:
     return _ADDRESS.sub("", text)
 
 
+def _class_signature(cls: type) -> str:
+    """The constructor's signature, or where it comes from when another library defines it.
+
+    A constructor inherited from outside course_lib (jupyter_client's for ``CurrentEnvKernelManager``) is that
+    library's API, and ``inspect.signature`` renders it differently from one Python patch release to the next
+    (3.11.2 reads traitlets' ``__new__``: ``(*args: 't.Any', **kwargs: 't.Any') -> 'Self'``; 3.11.7 its
+    ``__init__``), so the record names the class it comes from instead.
+    """
+    owner = next(k for k in cls.__mro__ if "__init__" in vars(k) or "__new__" in vars(k))
+    if owner is object or getattr(owner, "__module__", "").startswith(PACKAGE):
+        return _signature(cls)
+    return f"(constructor of {owner.__module__}.{owner.__qualname__})"
+
+
 def _own_methods(cls: type) -> dict[str, str]:
     """Public methods and properties defined by ``cls`` or by its bases from course_lib."""
     methods: dict[str, str] = {}
@@ -91,7 +105,7 @@ def describe(obj: Any) -> dict[str, Any]:
         return {
             "kind": "class",
             "bases": [f"{b.__module__}.{b.__qualname__}" for b in obj.__bases__],
-            "signature": _signature(obj),
+            "signature": _class_signature(obj),
             "methods": _own_methods(obj),
         }
     if callable(obj):

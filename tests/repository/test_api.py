@@ -136,6 +136,17 @@ def test_describe_records_signatures_and_course_methods_only() -> None:
     assert api_tool.describe(lambda a, b=2: a)["signature"] == "(a, b=2)"
     assert api_tool.describe("0.1.0") == {"kind": "variable", "type": "str"}
 
+    class Inherits(nn.Module):  # the constructor is PyTorch's: named, not rendered (it differs across Pythons)
+        def forward(self, x):
+            return x
+
+    class Plain:
+        pass
+
+    Inherits.__module__ = Plain.__module__ = "course_lib.fake"
+    assert api_tool.describe(Inherits)["signature"] == "(constructor of torch.nn.modules.module.Module)"
+    assert api_tool.describe(Plain)["signature"] == "()"
+
 
 def test_type_aliases_are_recorded_by_the_type_they_name() -> None:
     """Aliases such as ``grading.judging.judge.Verdict`` are callable, but ``inspect.signature`` describes them
