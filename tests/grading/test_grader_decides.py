@@ -357,7 +357,7 @@ def test_inside_the_sandbox_no_path_names_the_host(tmp_path, monkeypatch, layout
         pytest.skip(str(err))
     base_moves = layout == "neutral base" and not os.path.realpath(sys.base_prefix).startswith("/usr")
     if layout != "neutral base":
-        monkeypatch.setattr(sandbox, "python_layout", sandbox._host_paths_layout)
+        monkeypatch.setattr(sandbox, "python_layout", sandbox.host_paths_layout)
     (tmp_path / "lib").mkdir()
     (tmp_path / "job").mkdir()
     cmd = command(tmp_path / "lib", tmp_path / "job", disk_mb=16, channel=1, requests=0)

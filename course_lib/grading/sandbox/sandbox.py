@@ -93,7 +93,7 @@ class PythonLayout:
     packages: list[tuple[str, str]]
 
 
-def _host_paths_layout() -> PythonLayout:
+def host_paths_layout() -> PythonLayout:
     """The base installation bound at its own paths, for one that cannot move (see below), and a virtual
     environment's package folders at neutral paths (``/grader/python/site-packages-N``).
 
@@ -136,7 +136,7 @@ def python_layout() -> PythonLayout:
     base = os.path.realpath(sys.base_prefix)
     interpreter = os.path.realpath(sys.executable)
     if base.startswith("/usr") or not interpreter.startswith(base.rstrip("/") + "/"):
-        return _host_paths_layout()
+        return host_paths_layout()
     inside_base = f"{PYTHON}/base"
     binds, sites, packages = [(base, inside_base)], [], []
     for number, site_dir in enumerate(sorted({os.path.realpath(sysconfig.get_paths()[key])
