@@ -89,7 +89,7 @@ LESSON_14 = Lesson(
     notebook="14_todays_models", task="llama",
     model=dict(d_model=64, num_heads=4, num_layers=2),
     train=dict(batch_size=16, vocab_size=512, seq_len=64, lr=3e-3, warmup=30, weight_decay=0.1),
-    steps=300, long_steps=1_200,
+    steps=200, long_steps=800,
     quick=dict(batch_size=8, vocab_size=300, seq_len=32, d_model=32, num_heads=2, num_kv_heads=1, num_layers=1,
                warmup=5),
 )
