@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import ast
 import atexit
+import hashlib
 import importlib
 import re
 import shutil
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +35,8 @@ from .sandbox import codec
 from .sandbox.libcopy import build_library
 from .sandbox.scratch import scratch_folder
 
-__all__ = ["ExerciseSpec", "CourseCopy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks", "find_course_copy",
-           "defined_names", "assigned_names", "setup_imports", "notebook_id", "claimed_notebook"]
+__all__ = ["ExerciseSpec", "CourseCopy", "course_copy", "STANDARD_IMPORTS", "MAX_SOURCE", "course_notebooks",
+           "find_course_copy", "defined_names", "assigned_names", "setup_imports", "notebook_id", "claimed_notebook"]
 
 
 def defined_names(source: str) -> list[str]:
@@ -163,6 +165,42 @@ class CourseCopy:
     @property
     def max_total(self) -> float:
         return float(sum(s.exercise.points for s in self.specs))
+
+
+#: How many course copies :func:`course_copy` keeps (the least recently used goes first): a class's notebooks
+#: under a few seeds, while a Python session that grades again and again with fresh secret seeds stays bounded.
+KEPT_COPIES = 32
+COPIES: OrderedDict[tuple[Path, int, str], CourseCopy] = OrderedDict()
+_COPIES_LOCK = threading.Lock()
+
+
+def _sources_digest(path: Path) -> str:
+    """SHA-256 over what a copy is built from besides the installed ``course_lib``: the notebook's bytes and those
+    of the Python modules beside it (an instructor's assignment: its checks and the modules its library copies)."""
+    digest = hashlib.sha256()
+    for file in [path, *sorted(path.parent.glob("*.py"))]:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def course_copy(path: Path, seed: int) -> CourseCopy:
+    """The :class:`CourseCopy` of notebook ``path`` under ``seed``, built once per process for the same notebook,
+    seed and sources (:func:`_sources_digest`): grading a notebook again in one process (another
+    ``grade_submission`` call, another ``course-grade`` run from Python) reuses its hidden cases, reference
+    observations and sandbox libraries instead of rebuilding them, which takes 1-3 s of CPU a notebook. A
+    changed notebook or module beside it is built anew."""
+    key = (Path(path).resolve(), seed, _sources_digest(Path(path).resolve()))
+    with _COPIES_LOCK:
+        if key in COPIES:
+            COPIES.move_to_end(key)
+            return COPIES[key]
+    built = CourseCopy(key[0], seed)  # outside the lock: building one notebook does not hold up another
+    with _COPIES_LOCK:
+        copy = COPIES.setdefault(key, built)
+        COPIES.move_to_end(key)
+        while len(COPIES) > KEPT_COPIES:
+            COPIES.popitem(last=False)
+        return copy
 
 
 STANDARD_IMPORTS = ["import math", "import numpy as np", "import torch", "import torch.nn as nn",

@@ -42,7 +42,15 @@ from typing import Any
 from course_lib.exercises.passes import access_check_name
 from course_lib.exercises.verdict import Rules
 
-from .course import MAX_SOURCE, STANDARD_IMPORTS, CourseCopy, claimed_notebook, course_notebooks, find_course_copy
+from .course import (
+    MAX_SOURCE,
+    STANDARD_IMPORTS,
+    CourseCopy,
+    claimed_notebook,
+    course_copy,
+    course_notebooks,
+    find_course_copy,
+)
 from .judging import policy as P
 from .judging.flags import tampering_flags
 from .judging.judge import judge
@@ -158,7 +166,7 @@ def _course_for(path: Path, config: GradeConfig, courses: dict[Path, CourseCopy]
     key = Path(path).resolve()
     with _COURSES_LOCK:  # graded in parallel threads (--jobs): build each course copy once
         if key not in courses:
-            courses[key] = CourseCopy(key, config.resolved_seed())
+            courses[key] = course_copy(key, config.resolved_seed())
         return courses[key]
 
 

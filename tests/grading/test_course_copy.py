@@ -1,0 +1,80 @@
+"""course_lib.grading.course.course_copy: a notebook's course copy is built once per process for the same notebook,
+seed and sources, and anew when any of them changes; a grade from the kept copy equals a grade from a fresh one."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT
+from nbtools import load
+
+import course_lib.grading.course as course
+from course_lib.exercises.notebooks import solve
+from course_lib.grading.runner import GradeConfig, grade_submission
+
+NB03 = ROOT / "notebooks" / "03_positional_encoding.ipynb"
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Path:
+    """A copy of a course notebook in a folder of its own (its sources can then change)."""
+    folder = tmp_path / "course"
+    folder.mkdir()
+    return Path(shutil.copy(NB03, folder / NB03.name))
+
+
+def test_the_same_notebook_seed_and_sources_give_the_same_copy(notebook: Path) -> None:
+    first = course.course_copy(notebook, seed=7)
+    assert course.course_copy(notebook, seed=7) is first
+    assert course.course_copy(notebook.parent / ".." / notebook.parent.name / notebook.name, seed=7) is first
+    assert course.course_copy(notebook, seed=8) is not first  # other hidden cases
+
+
+def test_a_changed_notebook_or_module_beside_it_gives_a_new_copy(notebook: Path) -> None:
+    first = course.course_copy(notebook, seed=7)
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("A note added by the instructor."))
+    nbformat.write(nb, notebook)
+    second = course.course_copy(notebook, seed=7)
+    assert second is not first
+    (notebook.parent / "helpers.py").write_text("X = 1\n")  # an assignment's module beside its notebook
+    third = course.course_copy(notebook, seed=7)
+    assert third is not second
+    (notebook.parent / "helpers.py").write_text("X = 2\n")
+    assert course.course_copy(notebook, seed=7) is not third
+
+
+def test_the_kept_copies_are_bounded(notebook: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(course, "KEPT_COPIES", 2)
+    monkeypatch.setattr(course, "COPIES", type(course.COPIES)())
+    first = course.course_copy(notebook, seed=1)
+    course.course_copy(notebook, seed=2)
+    assert course.course_copy(notebook, seed=1) is first  # used again: now the most recent
+    course.course_copy(notebook, seed=3)  # seed 2 goes, the least recently used
+    assert len(course.COPIES) == 2
+    assert course.course_copy(notebook, seed=1) is first
+    assert [key[1] for key in course.COPIES] == [3, 1]
+
+
+@pytest.mark.slow
+def test_a_grade_from_the_kept_copy_equals_one_from_a_fresh_copy(tmp_path: Path, monkeypatch) -> None:
+    """The second grade reuses the first one's copy (hidden cases, observations, sandbox library); a fresh copy
+    (the cache emptied) grades the same submissions to the same statuses, cases and scores."""
+    solved = tmp_path / "solved.ipynb"
+    nbformat.write(solve(load(NB03)), solved)
+    stub = tmp_path / "stub.ipynb"
+    shutil.copy(NB03, stub)
+
+    def outcome(path: Path) -> list[tuple]:
+        report = grade_submission(path, GradeConfig(seed=3, cell_timeout=20.0))
+        return [(r.exercise, r.status, r.cases_passed, r.cases_total, r.score) for r in report.exercises]
+
+    kept = [outcome(solved), outcome(stub), outcome(solved)]
+    assert len({k for k in course.COPIES if k[0] == NB03.resolve() and k[1] == 3}) == 1
+    monkeypatch.setattr(course, "COPIES", type(course.COPIES)())
+    fresh = [outcome(solved), outcome(stub)]
+    assert kept[:2] == fresh and kept[2] == kept[0]
+    assert all(score > 0 for *_, score in kept[0]) and all(score == 0 for *_, score in kept[1])
