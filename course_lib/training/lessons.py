@@ -9,7 +9,7 @@ A :class:`Lesson` names its notebook and its ``course-train`` task, and holds th
 - ``quick``: what ``course-train --quick`` and ``COURSE_SMOKE=1`` change (a tiny model, a few dozen steps).
 
 ``steps`` is the length of the notebook's default run (``LONG_RUN = False``), ``long_steps`` that of its
-``LONG_RUN = True`` (four times the steps). Changing a number here changes the
+``LONG_RUN = True`` (four times the steps or more; the notebook says how many). Changing a number here changes the
 notebook, ``course-train`` and the benchmarks together; ``tests/training/test_lessons.py`` holds each of them to it.
 """
 
@@ -44,7 +44,7 @@ LESSON_07 = Lesson(
     model=dict(d_model=128, num_heads=4, num_layers=2, d_ff=256, dropout=0.0, norm_first=True, max_len=128),
     train=dict(batch_size=128, warmup=300, lr_scale=0.6, smoothing=0.1, bpe_vocab_size=120,
                n_train=40_000, n_valid=1_000, n_test=2_000, max_number=999_999),
-    steps=800, long_steps=3_200,
+    steps=500, long_steps=2_000,
     quick=dict(n_train=2_000, n_valid=0, n_test=100, max_number=9_999, bpe_vocab_size=60, d_model=32, num_heads=2,
                num_layers=1, d_ff=64, warmup=10, eval_size=50),
 )
@@ -67,7 +67,7 @@ LESSON_11 = Lesson(
     notebook="11_language_model", task="lm",
     model=dict(d_model=128, num_heads=4, num_layers=4, dropout=0.0, activation="gelu_tanh"),
     train=dict(batch_size=16, vocab_size=1024, seq_len=128, lr=2e-3, warmup=30, weight_decay=0.1),
-    steps=400, long_steps=1_600,
+    steps=250, long_steps=1_600,
     quick=dict(batch_size=8, vocab_size=300, seq_len=32, d_model=32, num_heads=2, num_layers=1, warmup=5),
 )
 """Notebook 11: a GPT of 4 layers on the Python manual, byte-level BPE of 1 024, AdamW with a warm-up and a cosine
@@ -78,7 +78,7 @@ LESSON_12 = Lesson(
     model=dict(d_model=128, num_heads=4, num_layers=2, dropout=0.0),
     train=dict(batch_size=32, vocab_size=1000, seq_len=64, lr=1e-3, warmup=50, per_class=32,
                finetune_steps=120, finetune_lr=3e-4, finetune_batch_size=16),
-    steps=600, long_steps=2_400,
+    steps=400, long_steps=2_400,
     quick=dict(batch_size=16, vocab_size=300, seq_len=32, d_model=32, num_heads=2, num_layers=1, warmup=5,
                per_class=4, finetune_steps=10),
 )
