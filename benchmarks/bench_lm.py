@@ -96,7 +96,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed, 150 steps, 128 new tokens, 1 repeat")
     parser.add_argument("--steps", type=int, default=1500,
-                        help="steps of the schedule (notebook 11: 400); about 1500 fit in the 3-min cap on 2 idle CPUs")
+                        help=f"steps of the schedule (notebook 11: {LESSON_11.steps}); about 1500 fit in the 3-min cap "
+                             "on 2 idle CPUs")
     parser.add_argument("--seconds", type=float, default=TARGET_SECONDS, help="wall-time cap on training")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--eval-every", type=int, default=0,

@@ -237,7 +237,8 @@ def test_two_processes_equal_one_process_with_the_double_batch(tmp_path) -> None
 # ------------------------------------------------------------------------------------------------
 
 def test_checkpoint_steps_come_from_the_step_count_alone() -> None:
-    """The defaults (800 / 100, 2 500 / 100) end on a checkpoint step: one save there, not two."""
+    """Step counts that are multiples of the checkpoint interval (800 / 100) end on a checkpoint step: one save
+    there, not two."""
     from course_lib.training.cli.cli import checkpoint_steps
 
     assert checkpoint_steps(0, 800, 100) == set(range(100, 801, 100))
