@@ -78,3 +78,32 @@ def test_a_grade_from_the_kept_copy_equals_one_from_a_fresh_copy(tmp_path: Path,
     fresh = [outcome(solved), outcome(stub)]
     assert kept[:2] == fresh and kept[2] == kept[0]
     assert all(score > 0 for *_, score in kept[0]) and all(score == 0 for *_, score in kept[1])
+
+
+@pytest.mark.slow
+def test_diagnosing_a_mistake_leaves_the_kept_hidden_cases_as_they_were(tmp_path: Path, monkeypatch) -> None:
+    """A wrong answer's hint comes from running known mistakes on the kept copy's hidden cases: they must come out
+    unchanged, or the next grade in the process would judge other cases than the seed drew."""
+    from course_lib.exercises.notebooks import exercise_cells
+
+    monkeypatch.setattr(course, "COPIES", type(course.COPIES)())
+    nb = solve(load(ROOT / "notebooks" / "00_welcome.ipynb"))
+    for _, cell, _ in exercise_cells(nb):  # the known mistake: exp without subtracting the maximum
+        cell.source = ("import torch\ndef stable_softmax(x, dim=-1):\n    e = torch.exp(x)\n"
+                       "    return e / e.sum(dim=dim, keepdim=True)\n")
+    wrong = tmp_path / "wrong.ipynb"
+    nbformat.write(nb, wrong)
+    graded = [grade_submission(wrong, GradeConfig(seed=5, cell_timeout=20.0)) for _ in range(2)]
+    assert [(r.status, r.cases_passed, r.hint) for r in graded[0].exercises] == \
+        [(r.status, r.cases_passed, r.hint) for r in graded[1].exercises]
+    assert graded[0].exercises[0].status == "fail" and graded[0].exercises[0].hint
+    kept = next(copy for key, copy in course.COPIES.items() if key[1] == 5)
+    fresh = course.CourseCopy(kept.path, 5)
+
+    def tensors(copy: course.CourseCopy) -> list:
+        return [a for spec in copy.specs for case in spec.cases for a in (*case.args, *case.kwargs.values())
+                if hasattr(a, "shape")]
+
+    pairs = list(zip(tensors(kept), tensors(fresh), strict=True))
+    assert pairs and all(a.shape == b.shape and a.equal(b) or a.isnan().equal(b.isnan()) and
+                         a.nan_to_num().equal(b.nan_to_num()) for a, b in pairs)
