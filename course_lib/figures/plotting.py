@@ -14,10 +14,13 @@ import importlib.util
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib.pyplot as plt
 import torch
 from matplotlib import font_manager, rcParams
+
+if TYPE_CHECKING:  # pyplot is imported where a figure is made (see course_lib.figures.diagrams)
+    import matplotlib.pyplot as plt
 
 __all__ = ["plot_attention", "use_korean_font", "KOREAN_FONT_PACKAGE", "SYSTEM_KOREAN_FONTS"]
 
@@ -118,6 +121,8 @@ def plot_attention(
             raise ValueError(f"plot_attention: {name} must have {size} labels for weights of shape "
                              f"{tuple(w.shape)}, got {len(labels)}")
     if ax is None:
+        import matplotlib.pyplot as plt
+
         _, ax = plt.subplots(figsize=(0.45 * seq_k + 1.5, 0.45 * seq_q + 1.0))
     if w.numel() == 0:  # e.g. an untrained model's empty translation: nothing to draw, say so
         ax.text(0.5, 0.5, f"no weights to show: shape {tuple(w.shape)}", ha="center", va="center",
