@@ -801,7 +801,7 @@ SOLUTION = ("    e = torch.exp(x - x.amax(dim=dim, keepdim=True))\n"
 #: Honest exercise cells of notebook 00 written as Jupyter lets a learner write them (each must earn full marks).
 HONEST_CELLS = {
     "display": "from IPython.display import display\n" + HDR + SOLUTION + "display(stable_softmax(torch.ones(3)))\n",
-    "magics": HDR + SOLUTION + "%timeit stable_softmax(torch.ones(3))\n",
+    "magics": HDR + SOLUTION + "%timeit -n 1 -r 1 stable_softmax(torch.ones(3))\n",
     "cell magic": "%%time\n" + HDR + SOLUTION,
     "stdlib imports": "import time, random, re\nfrom statistics import mean\n" + HDR + SOLUTION,
     "non-ASCII names": HDR + "    größte = x.amax(dim=dim, keepdim=True)  # the largest\n"
