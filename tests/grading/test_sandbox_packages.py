@@ -10,6 +10,7 @@ not holding the library at all (``course_lib.grading.sandbox.packages``). Before
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import textwrap
 import tomllib
@@ -19,6 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course_lib.grading.sandbox import sandbox_main
 from course_lib.grading.sandbox.packages import COURSE_REQUIREMENTS, canonical, sandbox_distributions
 from course_lib.grading.sandbox.sandbox import SandboxUnavailable, command, probe
 
@@ -144,3 +146,30 @@ def test_scipy_is_absent_inside_the_sandbox(tmp_path: Path) -> None:
         print(json.dumps(found))
     """))
     assert seen == {"scipy": False, "sklearn": False, "torch": True, "reached": False}, seen
+
+
+def test_the_runner_starts_from_the_graders_font_list(tmp_path: Path) -> None:
+    """The grader makes Matplotlib's font list once (sandbox.font_list, in a container of its own); the runner
+    copies it where Matplotlib looks (sandbox_main.seed_font_list), so a notebook's figure imports load it instead of
+    building a new one, and every font it names is a file inside the sandbox."""
+    (tmp_path / "lib").mkdir()
+    shutil.copyfile(Path(sandbox_main.__file__), tmp_path / "lib" / "sandbox_main.py")
+    seen = _in_sandbox(tmp_path, textwrap.dedent("""
+        import importlib.util, logging
+        spec = importlib.util.spec_from_file_location("runner", "/grader/lib/sandbox_main.py")
+        runner = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(runner)
+        runner.seed_font_list()
+        said = []
+        handler = logging.Handler()
+        handler.emit = lambda record: said.append(record.getMessage())
+        logging.getLogger("matplotlib.font_manager").addHandler(handler)
+        logging.getLogger("matplotlib.font_manager").setLevel(logging.INFO)
+        from matplotlib import font_manager
+        fonts = font_manager.fontManager.ttflist
+        print(json.dumps({"given": os.listdir(os.environ["COURSE_GRADE_FONTS"]), "said": said, "fonts": len(fonts),
+                          "missing": [f.fname for f in fonts if not os.path.isfile(f.fname)]}))
+    """))
+    assert [name for name in seen["given"] if name.startswith("fontlist-")], seen["given"]
+    assert "generated new fontManager" not in seen["said"], seen["said"]
+    assert seen["fonts"] > 0 and seen["missing"] == [], seen

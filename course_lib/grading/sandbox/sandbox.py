@@ -19,6 +19,8 @@ Without bubblewrap (``--unsafe-no-sandbox``) the same runner is started as a pla
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import queue
 import shutil
@@ -184,17 +186,9 @@ def _masks(roots: list[str], packages: list[tuple[str, str]] = ()) -> list[str]:
     return ["--tmpfs", real] if real.startswith("/usr/") else []
 
 
-def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int,
-            extra_modules: tuple[str, ...] = ()) -> list[str]:
-    """The bwrap command line that runs the sandbox's runner (see the module docstring); ``extra_modules``:
-    the instructor's ``--allow-module`` names, whose distributions the sandbox then shows too."""
-    layout = python_layout()
-    env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "PYTHONPATH": LIB, "LANG": "C.UTF-8",
-           "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_DEVICE": "cpu",
-           "COURSE_THREADS": "1", "COURSE_GRADE_CHANNEL": str(channel),
-           "COURSE_GRADE_REQUESTS": str(requests), "COURSE_GRADE_SITE": os.pathsep.join(layout.site_dirs),
-           **layout.env}
+def _container(layout: PythonLayout, disk_mb: int, extra_modules: tuple[str, ...]) -> list[str]:
+    """The bwrap arguments every container of the grader's shares: namespaces, user, the system and Python
+    read-only, the course's packages only, a private size-limited working folder."""
     args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
             "--uid", str(UID), "--gid", str(UID), "--hostname", "sandbox", "--clearenv", *_system_mounts()]
     # The private /tmp first: a Python installation that lives under /tmp (a CI job's virtual environment)
@@ -203,12 +197,64 @@ def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int,
     for host, inside in layout.binds:
         args += ["--ro-bind", host, inside]
     args += package_mounts(layout.packages, extra_modules)
-    args += _masks(layout.binds, layout.packages)
+    return args + _masks(layout.binds, layout.packages)
+
+
+def _environment(layout: PythonLayout, **extra: str) -> list[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+           "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_GRADE_SITE": os.pathsep.join(layout.site_dirs),
+           **layout.env, **extra}
+    return [arg for key, value in env.items() for arg in ("--setenv", key, value)]
+
+
+#: The folder of Matplotlib's font list, bound read-only into every sandbox (:func:`font_list`).
+FONTS = "/grader/fonts"
+_MAKE_FONT_LIST = ("import os, site\n"
+                   "for folder in os.environ['COURSE_GRADE_SITE'].split(os.pathsep):\n    site.addsitedir(folder)\n"
+                   "from matplotlib import font_manager\n")
+
+
+@functools.lru_cache(maxsize=8)
+def font_list(extra_modules: tuple[str, ...] = ()) -> str | None:
+    """A host folder holding Matplotlib's font list as the sandbox sees the fonts (their paths inside), or None.
+
+    A notebook's setup imports (its figures module) load Matplotlib's font manager, which on a fresh cache opens
+    every font file the system has: 0.25 s of each sandbox's start here, seconds on a desktop with many fonts.
+    So the grader makes the list once per process, in a container of its own with the runner's mounts and no
+    learner code (Matplotlib's own code writes it), and each runner starts from a copy of it
+    (:func:`course_lib.grading.sandbox.sandbox_main.seed_font_list`). Without it a runner makes its own, as
+    before."""
+    from .scratch import scratch_folder
+
+    layout = python_layout()
+    folder = scratch_folder("fonts")
+    atexit.register(shutil.rmtree, folder, True)
+    args = [*_container(layout, 64, extra_modules), "--bind", str(folder), FONTS, "--proc", "/proc",
+            "--dev", "/dev", "--remount-ro", "/", "--chdir", WORK, *_environment(layout, MPLCONFIGDIR=FONTS),
+            "--", layout.executable, "-P", "-s", "-S", "-c", _MAKE_FONT_LIST]
+    try:
+        done = subprocess.run(args, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    made = done.returncode == 0 and any(name.startswith("fontlist-") for name in os.listdir(folder))
+    return str(folder) if made else None
+
+
+def command(lib: Path, job: Path, disk_mb: int, channel: int, requests: int,
+            extra_modules: tuple[str, ...] = ()) -> list[str]:
+    """The bwrap command line that runs the sandbox's runner (see the module docstring); ``extra_modules``:
+    the instructor's ``--allow-module`` names, whose distributions the sandbox then shows too."""
+    layout = python_layout()
+    fonts = font_list(tuple(sorted(extra_modules)))
+    args = _container(layout, disk_mb, extra_modules)
     args += ["--ro-bind", str(lib), LIB, "--ro-bind", str(job), JOB, "--proc", "/proc", "--dev", "/dev",
-             "--size", str(1 << 20), "--tmpfs", "/dev/shm",
-             "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
-    for key, value in env.items():
-        args += ["--setenv", key, value]
+             "--size", str(1 << 20), "--tmpfs", "/dev/shm"]
+    if fonts is not None:
+        args += ["--ro-bind", fonts, FONTS]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", WORK]
+    args += _environment(layout, PYTHONPATH=LIB, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                         COURSE_DEVICE="cpu", COURSE_THREADS="1", COURSE_GRADE_CHANNEL=str(channel),
+                         COURSE_GRADE_REQUESTS=str(requests), **({"COURSE_GRADE_FONTS": FONTS} if fonts else {}))
     # -S: no site module at start-up (it would add the base's own packages, which a virtual environment
     # hides); the runner adds the environment's package folders itself (COURSE_GRADE_SITE).
     return args + ["--", layout.executable, "-P", "-s", "-S", f"{LIB}/course_lib/grading/sandbox/sandbox_main.py", JOB]

@@ -425,12 +425,26 @@ def add_site_dirs() -> None:
     site.sethelper()
 
 
+def seed_font_list() -> None:
+    """Matplotlib's font list, made once by the grader (:func:`course_lib.grading.sandbox.sandbox.font_list`),
+    copied to where Matplotlib looks for it (``MPLCONFIGDIR``, the private ``/tmp``), so that the notebook's figure
+    imports read it instead of opening every font file again. Nothing is copied when the grader has none."""
+    source, target = os.environ.get("COURSE_GRADE_FONTS"), os.environ.get("MPLCONFIGDIR")
+    if not source or not target or not os.path.isdir(source):
+        return
+    for name in os.listdir(source):
+        if name.startswith("fontlist-") and name.endswith(".json"):
+            with open(os.path.join(source, name), "rb") as given, open(os.path.join(target, name), "wb") as kept:
+                kept.write(given.read())
+
+
 def main(argv: list[str]) -> None:
     """``sandbox_main.py JOB_DIR``: answer the grader's requests until it says exit or closes the pipe."""
     add_site_dirs()
     with open(os.path.join(argv[0], "job.json"), encoding="utf-8") as f:
         job = json.load(f)
     apply_limits(job["limits"])
+    seed_font_list()
     # The runner's own start (PyTorch, IPython, the notebook's setup imports) makes about 220,000 objects that live
     # as long as the process; the cyclic garbage collector would run about 500 times meanwhile, 0.3 s of a sandbox's
     # 3 s start. It is back on before the first learner line runs.
