@@ -6,9 +6,10 @@ the learner started, detached or not, and the grader is accounted its CPU time; 
 dies with the grader), an unprivileged uid/gid (65534), all capabilities dropped, a new session (no terminal
 injection), the system (``/usr``...) and the Python installation read-only, ``/etc``, ``/home``, ``/root``, the
 repository and every other submission absent, Python at neutral paths (:func:`python_layout`), a private
-size-limited ``/tmp`` (the working folder) and ``/dev/shm``, and two read-only folders of the grader's:
-``/grader/lib`` (the course_lib copy with the references withheld, :mod:`course_lib.grading.sandbox.libcopy`) and
-``/grader/job`` (this submission's cells and its exercise's hidden inputs, nothing else). The resource limits
+size-limited ``/tmp`` (the working folder) and ``/dev/shm``, and three read-only folders of the grader's:
+``/grader/lib`` (the course_lib copy with the references withheld, :mod:`course_lib.grading.sandbox.libcopy`),
+``/grader/job`` (this submission's cells and its exercise's hidden inputs, nothing else) and ``/grader/fonts``
+(Matplotlib's font list, :func:`font_list`). The resource limits
 are set by the runner itself (:mod:`course_lib.grading.sandbox.sandbox_main`) before any learner code runs.
 
 :class:`SandboxRun` starts it and reads the runner's frames from a pipe with hard limits on their size, in a
