@@ -149,22 +149,47 @@ class CourseCopy:
         """The sandbox's library: for a course notebook ``NN`` the week-``NN`` class edition's (its answers and
         every later notebook's withheld, :func:`~course_lib.grading.sandbox.libcopy.build_library`), for an
         instructor's assignment the whole course (its public API) with the assignment's own answers withheld;
-        the exercises named in ``restored`` (earlier ones that did not pass) keep their references. Built once per
-        ``restored``, removed at exit."""
+        the exercises named in ``restored`` (earlier ones that did not pass) keep their references. Removed at exit;
+        a course notebook's is built once per process for its week and ``restored`` (:func:`course_library`), an
+        assignment's once per copy and ``restored``."""
+        own = bool(self.checks_module) and not self.checks_module.startswith("course_lib.")
+        if not own:
+            return course_library(_week(self.notebook_id), restored)
         with self._lib_lock:
             if restored not in self._libs:
-                folder = scratch_folder("lib")
-                atexit.register(shutil.rmtree, folder, True)
-                own = bool(self.checks_module) and not self.checks_module.startswith("course_lib.")
-                build_library(folder, None if own else _week(self.notebook_id), self.folder if own else None,
-                              self.checks_module, [s.exercise for s in self.specs], restored)
-                folder.chmod(0o755)
-                self._libs[restored] = folder
+                self._libs[restored] = _new_library(lambda folder: build_library(
+                    folder, None, self.folder, self.checks_module, [s.exercise for s in self.specs], restored))
             return self._libs[restored]
 
     @property
     def max_total(self) -> float:
         return float(sum(s.exercise.points for s in self.specs))
+
+
+def _new_library(build: Any) -> Path:
+    """A scratch folder (removed at exit) that ``build(folder)`` fills, readable by the sandbox's user."""
+    folder = scratch_folder("lib")
+    atexit.register(shutil.rmtree, folder, True)
+    build(folder)
+    folder.chmod(0o755)
+    return folder
+
+
+#: The sandbox libraries of course notebooks, by week and restored exercises: nothing else goes into one (the
+#: seed, the hidden cases and the submission stay outside), so every copy of a notebook in this process, under any
+#: seed, shares them.
+_COURSE_LIBRARIES: dict[tuple[int, frozenset[str]], Path] = {}
+_COURSE_LIBRARIES_LOCK = threading.Lock()
+
+
+def course_library(week: int, restored: frozenset[str] = frozenset()) -> Path:
+    """The sandbox's library for course notebook ``week`` (0: the whole course withheld) with the references of
+    ``restored`` kept, built once per process (:func:`~course_lib.grading.sandbox.libcopy.build_library`)."""
+    with _COURSE_LIBRARIES_LOCK:
+        key = (week, frozenset(restored))
+        if key not in _COURSE_LIBRARIES:
+            _COURSE_LIBRARIES[key] = _new_library(lambda folder: build_library(folder, week, restored=key[1]))
+        return _COURSE_LIBRARIES[key]
 
 
 #: How many course copies :func:`course_copy` keeps (the least recently used goes first): a class's notebooks

@@ -107,3 +107,17 @@ def test_diagnosing_a_mistake_leaves_the_kept_hidden_cases_as_they_were(tmp_path
 
     assert tensors(kept), "no hidden case holds a tensor"
     torch.testing.assert_close(tensors(kept), tensors(fresh), rtol=0, atol=0, equal_nan=True)  # bit for bit
+
+
+def test_the_copies_of_a_course_notebook_share_its_sandbox_libraries(notebook: Path) -> None:
+    """A course notebook's sandbox library depends on its week and the restored exercises only: copies under other
+    seeds (and of the notebook moved elsewhere) reuse it, another restored set or week gets its own."""
+    first, other_seed = course.course_copy(notebook, seed=7), course.course_copy(NB03, seed=8)
+    assert first is not other_seed
+    library = first.library()
+    assert other_seed.library() == library and (library / "course_lib").is_dir()
+    name = first.specs[0].exercise.name
+    restored = first.library(frozenset({name}))
+    assert restored != library and other_seed.library(frozenset({name})) == restored
+    assert course.course_copy(ROOT / "notebooks" / "04_masking.ipynb", seed=7).library() != library
+    assert course.course_library(3) == library
