@@ -202,6 +202,7 @@ def _container(layout: PythonLayout, disk_mb: int, extra_modules: tuple[str, ...
 
 
 def _environment(layout: PythonLayout, **extra: str) -> list[str]:
+    """bwrap's ``--setenv`` arguments: the only environment a container has (``--clearenv``), ``extra`` on top."""
     env = {"PATH": "/usr/bin:/bin", "HOME": WORK, "TMPDIR": WORK, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
            "MPLBACKEND": "Agg", "MPLCONFIGDIR": WORK, "COURSE_GRADE_SITE": os.pathsep.join(layout.site_dirs),
            **layout.env, **extra}
