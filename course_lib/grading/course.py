@@ -18,7 +18,7 @@ import shutil
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,7 +166,7 @@ class CourseCopy:
         return float(sum(s.exercise.points for s in self.specs))
 
 
-def _new_library(build: Any) -> Path:
+def _new_library(build: Callable[[Path], object]) -> Path:
     """A scratch folder (removed at exit) that ``build(folder)`` fills, readable by the sandbox's user."""
     folder = scratch_folder("lib")
     atexit.register(shutil.rmtree, folder, True)

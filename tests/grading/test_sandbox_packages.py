@@ -167,9 +167,16 @@ def test_the_runner_starts_from_the_graders_font_list(tmp_path: Path) -> None:
         logging.getLogger("matplotlib.font_manager").setLevel(logging.INFO)
         from matplotlib import font_manager
         fonts = font_manager.fontManager.ttflist
+        try:  # a learner's line: the grader's list is read-only (another sandbox starts from it too)
+            open(os.path.join(os.environ["COURSE_GRADE_FONTS"], "fontlist-tampered.json"), "w").close()
+            written = True
+        except OSError:
+            written = False
         print(json.dumps({"given": os.listdir(os.environ["COURSE_GRADE_FONTS"]), "said": said, "fonts": len(fonts),
+                          "written": written,
                           "missing": [f.fname for f in fonts if not os.path.isfile(f.fname)]}))
     """))
     assert [name for name in seen["given"] if name.startswith("fontlist-")], seen["given"]
     assert "generated new fontManager" not in seen["said"], seen["said"]
     assert seen["fonts"] > 0 and seen["missing"] == [], seen
+    assert not seen["written"], "a sandbox could write into the grader's font list"
