@@ -239,6 +239,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                        and not hasattr(modules[key.split("::")[0]], key.split("::")[1]))
         if stale:
             raise pytest.UsageError(f"conftest.py {name} names tests that do not exist any more: {stale}")
+    if gone := sorted(file for file in WAITING_FILES if not (rootdir / file).is_file()):
+        raise pytest.UsageError(f"conftest.py WAITING_FILES names files that do not exist any more: {gone}")
     _sample_sweeps(config, items, keys)
     spread = [key for item, key in keys.items() if key in SPREAD_TESTS and _shares_fixture(item)]
     if spread:
@@ -263,12 +265,20 @@ def _shares_fixture(item: pytest.Item) -> bool:
 BEFORE_THE_SITE = frozenset({"tests/repository/test_docs.py::test_pdoc_builds_the_reference_without_warnings"})
 
 
+#: Grouped files that spend much of their time waiting (Chromium renders JupyterLab while a kernel runs; the test
+#: polls): they go first among the grouped files, beside the other worker's last notebooks (notebook 13 trains in two
+#: processes) rather than beside the site's build and crawl, which wait too. In the same window the two left about
+#: 120 core-seconds idle.
+WAITING_FILES = frozenset({"tests/notebooks/test_browser_lab.py"})
+
+
 def _run_order(item: pytest.Item) -> tuple[int, int]:
     """The order the run takes (a stable sort keeps collection order within each rank), for xdist and serial runs:
 
     0. the tests of ``BEFORE_THE_SITE`` (under xdist: their file), then the notebooks (nbval), the longest work:
        they start first, and the site is built from their executions;
-    1. the other grouped tests (a file sharing a fixture: the class edition, JupyterLab, the grader);
+    1. the other grouped tests (a file sharing a fixture: the class edition, JupyterLab, the grader), those of
+       ``WAITING_FILES`` first;
     2. the site test (``tests/website/test_site.py``): it builds from the notebooks nbval executed in this session
        (site_cache.py); under xdist it waits for those still running on the other worker;
     3. every other test, one by one: while one worker builds and reads the site, the other takes these; the slow
@@ -281,7 +291,7 @@ def _run_order(item: pytest.Item) -> tuple[int, int]:
     if item.path.name == "test_site.py":
         return 2, 0
     if _shares_fixture(item):
-        return 1, 0
+        return 1, -1 if item.nodeid.split("::")[0] in WAITING_FILES else 0
     return 3, 0 if item.get_closest_marker("slow") is not None else 1
 
 

@@ -98,13 +98,16 @@ def _item(nodeid: str, slow: bool = False, shared: bool = False) -> SimpleNamesp
 
 
 def test_the_run_starts_with_the_notebooks_and_ends_on_short_tests() -> None:
-    """conftest._run_order: notebooks, then grouped files, then the site, then single tests, the slow ones (a
-    distributed run) before the fast ones, so that no worker ends the run alone on a minute-long test."""
+    """conftest._run_order: notebooks, then grouped files (the browser's first: it waits, and must not run beside
+    the site, which waits too), then the site, then single tests, the slow ones (a distributed run) before the fast
+    ones, so that no worker ends the run alone on a minute-long test."""
+    lab = next(iter(conftest.WAITING_FILES))
     items = [_item("tests/a/test_fast.py::test_quick"), _item("tests/z/test_trainer.py::test_two_processes", slow=True),
              _item("tests/website/test_site.py::test_pages", shared=True),
              _item("tests/grading/test_grading.py::test_attack", slow=True, shared=True),
+             _item(f"{lab}::test_runs", slow=True, shared=True),
              _item("notebooks/07_training_and_decoding.ipynb::Cell 3")]
     ordered = [item.nodeid for item in sorted(items, key=conftest._run_order)]
-    assert ordered == ["notebooks/07_training_and_decoding.ipynb::Cell 3", "tests/grading/test_grading.py::test_attack",
-                       "tests/website/test_site.py::test_pages", "tests/z/test_trainer.py::test_two_processes",
-                       "tests/a/test_fast.py::test_quick"]
+    assert ordered == ["notebooks/07_training_and_decoding.ipynb::Cell 3", f"{lab}::test_runs",
+                       "tests/grading/test_grading.py::test_attack", "tests/website/test_site.py::test_pages",
+                       "tests/z/test_trainer.py::test_two_processes", "tests/a/test_fast.py::test_quick"]
