@@ -64,12 +64,13 @@ WORKERS ?= 2
 XDIST := $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 # The one-verdict sweep runs without xdist (see its skip reason) in a process of its own, beside the xdist run rather
 # than after it (after it, it kept one core idle for 10-36 s); its report is printed when both have ended. It runs
-# at a lower priority (nice 10): it takes the cores the workers leave idle (a browser's waits, a pip download, a
-# sandbox's start) instead of a third of each core from the start, when both workers run notebooks.
+# at the lowest priority (nice 19): it takes the cores the workers leave idle (a browser's waits, a pip download, a
+# sandbox's start; about 300 core-seconds in a run) instead of a third of each core while both run notebooks. At
+# nice 10 it still took a quarter of a core then (80 processor-s in its first 309 s).
 ONE_VERDICT := $(BIN)/python -m pytest -p no:xdist -q tests/exercises/test_one_verdict.py
 test: $(STAMP)
-	@echo "$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)   (beside it, at nice 10: $(ONE_VERDICT))"; \
-	nice -n 10 $(ONE_VERDICT) > $(VENV)/one-verdict.log 2>&1 & verdict=$$!; \
+	@echo "$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)   (beside it, at nice 19: $(ONE_VERDICT))"; \
+	nice -n 19 $(ONE_VERDICT) > $(VENV)/one-verdict.log 2>&1 & verdict=$$!; \
 	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS); suite=$$?; \
 	wait $$verdict; one=$$?; echo "$(ONE_VERDICT):"; cat $(VENV)/one-verdict.log; \
 	test $$suite -eq 0 -a $$one -eq 0
